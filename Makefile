@@ -1,0 +1,36 @@
+# The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
+# what it needs; the install step reruns only when pyproject.toml changes.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.toolgym-installed
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# torch is pinned so pip takes the CPU wheel (a bare `torch` may resolve to a multi-GB CUDA build).
+$(STAMP): $(BIN)/python pyproject.toml Makefile
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/toolgym demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/pytest benchmarks -q --benchmark-only --benchmark-columns=min,median,mean,max,ops
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .benchmarks

@@ -1,0 +1,60 @@
+"""Every registered env: gym.make, Gymnasium's env checker, seeding, and the verifier's 1.0 / 0.0 paths."""
+
+import subprocess
+import sys
+import warnings
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import toolgym
+from toolgym.parsers import PARSERS
+from toolgym.testing.scripted import oracle_script, play_script, wrong_script
+
+ENV_IDS = sorted(toolgym.ENVS)
+FORMATS = sorted(PARSERS)
+
+
+def test_builtin_envs_are_registered():
+    assert "toolgym/Calculator-v0" in ENV_IDS
+    assert all(i in gym.registry for i in ENV_IDS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_check_env_passes_without_warnings(env_id):
+    env = gym.make(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_task_and_different_seeds_differ(env_id):
+    a, b = gym.make(env_id), gym.make(env_id)
+    prompts_a = [a.reset(seed=s)[0] for s in range(8)]
+    assert prompts_a == [b.reset(seed=s)[0] for s in range(8)]
+    assert len(set(prompts_a)) == 8
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_oracle_scores_one_and_wrong_answer_zero(env_id, fmt):
+    env = gym.make(env_id, action_format=fmt)
+    for seed in range(4):
+        env.reset(seed=seed)
+        task = env.unwrapped.task
+        good = play_script(env, oracle_script(env_id, task), options={"task": task})
+        assert good.reward == 1.0 and good.terminated and good.verdict.passed, good
+        assert good.tool_calls >= 1 and good.tool_errors == 0
+        bad = play_script(env, wrong_script(env_id, task), options={"task": task})
+        assert bad.reward == 0.0 and bad.terminated and not bad.verdict.passed, bad
+
+
+def test_the_readme_one_liner_works_in_a_fresh_interpreter():
+    code = "import gymnasium as gym, toolgym\n"
+    code += 'env = gym.make("toolgym/Calculator-v0"); print(env.reset(seed=0)[0])'
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "?" in out.stdout

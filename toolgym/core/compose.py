@@ -1,0 +1,50 @@
+"""``make_env``: compose a custom env from parts, without writing a class.
+
+Accepts the friendly forms a user has at hand — a task file path or a list of dicts for tasks, tool names or
+instances for tools, a plain function for the verifier — and turns them into a ``ToolEnv``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from toolgym.core.env import ToolEnv
+from toolgym.core.task import ListSource, Task, TaskSource, load_tasks
+from toolgym.parsers.base import ActionParser
+from toolgym.rewards.base import FunctionVerifier, Verifier
+from toolgym.tools.base import Tool, make_tool
+
+
+def make_env(
+    tasks: TaskSource | str | Path | Iterable[Task | dict[str, Any]],
+    tools: Sequence[Tool | str],
+    verifier: Verifier | Callable[[Task, str], Any],
+    action_format: str | ActionParser = "xml",
+    **env_kwargs: Any,
+) -> ToolEnv:
+    """Build a ``ToolEnv``.
+
+    Example::
+
+        env = toolgym.make_env(
+            tasks=[{"id": "t1", "prompt": "What is 123456789 * 987654321?", "answer": 121932631112635269}],
+            tools=["calculator"],
+            verifier=toolgym.rewards.NumericVerifier(),
+        )
+    """
+    if isinstance(tasks, TaskSource):
+        source = tasks
+    elif isinstance(tasks, str | Path):
+        source = load_tasks(tasks)
+    else:
+        source = ListSource(t if isinstance(t, Task) else Task.model_validate(t) for t in tasks)
+    built_tools = [make_tool(t) if isinstance(t, str) else t for t in tools]
+    if not isinstance(verifier, Verifier):
+        if not callable(verifier):
+            raise TypeError(
+                "verifier must be a Verifier or a function (task, answer) -> float | bool | Verdict"
+            )
+        verifier = FunctionVerifier(verifier)
+    return ToolEnv(source, built_tools, verifier, action_format, **env_kwargs)

@@ -1,0 +1,241 @@
+"""ToolEnv: the one turn loop every toolgym environment runs.
+
+An env is data, not code: a TaskSource, some Tools, a Verifier and an action format (parser). Registered envs
+are small factories that wire those four together; none of them re-implements ``step``.
+
+One instance runs one episode at a time. ``reset(seed, options)`` picks a task with the env's own RNG
+(``options={"task_id": ...}`` or ``{"task": Task}`` pins one, so a GRPO group sees the same task); each
+``step(text)`` parses the model's turn, runs tool calls (the output becomes the observation) or verifies a
+final answer (the verdict becomes the reward and ends the episode). ``max_turns`` steps without an answer
+truncate the episode with reward 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from gymnasium.error import ResetNeeded
+
+from toolgym.core.spaces import AnyText
+from toolgym.core.task import Task, TaskSource
+from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
+from toolgym.parsers.base import ActionParser
+from toolgym.rewards.base import Verifier, safe_verify
+from toolgym.tools.base import Tool
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant that solves tasks by using tools when they help."
+_OPTION_KEYS = frozenset({"task", "task_id"})
+_episode_counter = itertools.count()
+
+
+def clip_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` within ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n... [{len(text) - limit:,} characters cut] ...\n"
+    keep = max(limit - len(marker), 0)
+    head = keep // 2
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+class ToolEnv(gym.Env[str, str]):
+    """A text environment where an LLM solves a task with tools, scored by a verifier.
+
+    Args:
+        tasks: where tasks come from.
+        tools: the tools the model may call; the first is the primary tool (``<tool>`` routes to it).
+        verifier: judges the final answer.
+        action_format: a registered parser name (``xml``, ``hermes``, ``json``, ``react``, ``markdown``) or an
+            ActionParser instance bound to these tools.
+        max_turns: model turns before the episode is truncated.
+        system_prompt: the env's own preamble; the parser's format instructions are appended to it.
+        max_action_chars: longer actions are invalid (and the action space's bound).
+        max_observation_chars: tool output beyond this is cut in the middle (head and tail kept).
+        parser_options: extra keyword arguments for the parser (e.g. ``result_tag`` for ``xml``).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        tasks: TaskSource,
+        tools: Sequence[Tool],
+        verifier: Verifier,
+        action_format: str | ActionParser = "xml",
+        *,
+        max_turns: int = 4,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
+        max_action_chars: int = 100_000,
+        max_observation_chars: int = 8_000,
+        parser_options: dict[str, Any] | None = None,
+        render_mode: str | None = None,
+    ):
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique, got {names}")
+        self.tasks = tasks
+        self.tools: dict[str, Tool] = {t.name: t for t in tools}
+        self.verifier = verifier
+        self.parser = _make_parser(action_format, tools, max_action_chars, parser_options or {})
+        self.max_turns = int(max_turns)
+        self.max_observation_chars = int(max_observation_chars)
+        self.system_prompt = "\n\n".join(p for p in (system_prompt.strip(), self.parser.instructions()) if p)
+        self.render_mode = render_mode
+        self.action_space = AnyText(max_action_chars)
+        self.observation_space = AnyText(1_000_000)
+        self.tool_schemas: list[dict[str, Any]] = [t.schema() for t in tools]
+
+        self.task: Task | None = None
+        self.trajectory: Trajectory | None = None
+        self._episode_id: str | None = None
+        self._done = False
+
+    # -- gymnasium API -------------------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        self._end_episode()
+        self.task = self._pick_task(options or {})
+        self._episode_id = f"{self.task.id}#{next(_episode_counter)}"
+        for tool in self.tools.values():
+            tool.start_episode(self._episode_id)
+        messages = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.task.prompt},
+        ]
+        self.trajectory = Trajectory(task_id=self.task.id, messages=messages)
+        self._done = False
+        return self.task.prompt, self._info()
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if self.task is None or self.trajectory is None:
+            raise ResetNeeded("call reset() before step()")
+        if self._done:
+            raise ResetNeeded("the episode is over; call reset() to start another")
+        traj = self.trajectory
+        parsed = self.parser.parse(action)
+        traj.messages.append(
+            {"role": "assistant", "content": action if isinstance(action, str) else str(action)}
+        )
+
+        results: tuple[ToolResult, ...] = ()
+        verdict: Verdict | None = None
+        reward, terminated = 0.0, False
+        if parsed.kind == "answer":
+            verdict = safe_verify(self.verifier, self.task, parsed.answer or "", traj)
+            reward, terminated, observation = float(verdict.reward), True, ""
+        elif parsed.kind == "tool_calls":
+            results = tuple(self._run_tool(call) for call in parsed.tool_calls)
+            observation = clip_middle(self.parser.render(results), self.max_observation_chars)
+            self._append_observation(results, observation)
+        else:
+            observation = self.parser.render_invalid(parsed.reason or "unrecognised action")
+            self._append_observation((), observation)
+
+        traj.turns.append(
+            Turn(action=action, parsed=parsed, tool_results=results, observation=observation, reward=reward)
+        )
+        truncated = not terminated and len(traj.turns) >= self.max_turns
+        if truncated:
+            verdict = Verdict(
+                reward=0.0, passed=False, details={"reason": f"no final answer within {self.max_turns} turns"}
+            )
+        if terminated or truncated:
+            self._done = True
+            traj.stop_reason = "answer" if terminated else "max_turns"
+            self._end_episode()
+        info = self._info(action=parsed, tool_results=list(results))
+        if verdict is not None:
+            info["verdict"] = verdict
+        return observation, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self.trajectory is None:
+            return None
+        return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in self.trajectory.messages)
+
+    def close(self) -> None:
+        self._end_episode()
+        for tool in self.tools.values():
+            tool.close()
+        super().close()
+
+    # -- internals -----------------------------------------------------------------------------------------
+
+    def _pick_task(self, options: dict[str, Any]) -> Task:
+        unknown = set(options) - _OPTION_KEYS
+        if unknown:
+            raise ValueError(f"unknown reset options {sorted(unknown)}; known: {sorted(_OPTION_KEYS)}")
+        if "task" in options and "task_id" in options:
+            raise ValueError("pass either options['task'] or options['task_id'], not both")
+        if "task" in options:
+            task = options["task"]
+            return task if isinstance(task, Task) else Task.model_validate(task)
+        if "task_id" in options:
+            return self.tasks.get(options["task_id"])
+        return self.tasks.sample(self.np_random)
+
+    def _run_tool(self, call: ToolCall) -> ToolResult:
+        tool = self.tools.get(call.name)
+        if tool is None:  # parsers reject unknown names; this guards custom parsers
+            known = ", ".join(self.tools)
+            return ToolResult(
+                name=call.name, status="error", output=f"unknown tool {call.name!r}; tools: {known}"
+            )
+        return tool(call)
+
+    def _append_observation(self, results: Sequence[ToolResult], observation: str) -> None:
+        """Record the observation as chat messages: one ``tool`` message per result where the format uses the
+        tool role (chat templates wrap each in their own markers), otherwise one ``user`` message."""
+        assert self.trajectory is not None
+        messages = self.trajectory.messages
+        if self.parser.observation_role == "tool" and results:
+            for r in results:
+                content = clip_middle(self.parser.render([r]), self.max_observation_chars)
+                message = {"role": "tool", "name": r.name, "content": content}
+                if r.call_id:
+                    message["tool_call_id"] = r.call_id
+                messages.append(message)
+        else:
+            messages.append({"role": "user", "content": observation})
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        assert self.task is not None and self.trajectory is not None
+        info: dict[str, Any] = {
+            "task_id": self.task.id,
+            "turn": len(self.trajectory.turns),
+            "messages": [dict(m) for m in self.trajectory.messages],
+            "tools": self.tool_schemas,
+        }
+        info.update(extra)
+        return info
+
+    def _end_episode(self) -> None:
+        if self._episode_id is not None:
+            for tool in self.tools.values():
+                tool.end_episode(self._episode_id)
+            self._episode_id = None
+
+
+def _make_parser(
+    action_format: str | ActionParser, tools: Sequence[Tool], max_action_chars: int, options: dict[str, Any]
+) -> ActionParser:
+    if isinstance(action_format, ActionParser):
+        if options:
+            raise ValueError("parser_options only apply when action_format is a format name")
+        return action_format
+    from toolgym.parsers import make_parser
+
+    return make_parser(action_format, tools, max_action_chars=max_action_chars, **options)
+
+
+__all__ = ["ToolEnv", "clip_middle"]

@@ -1,0 +1,97 @@
+"""The env registry: toolgym's catalogue on top of Gymnasium's.
+
+``register_env`` registers an env factory with Gymnasium (so ``gym.make(id)`` works) and records what
+``toolgym list``, the demo and the tests need to know about it: its tools, task source, a one-line
+description, and optionally an *oracle* (a scripted correct solution for a task, used to prove the verifier's
+reward-1.0 path).
+
+Third-party packages extend toolgym without touching it: list a module (or a zero-argument function) under the
+``toolgym.envs`` or ``toolgym.tools`` entry-point groups; ``import toolgym`` loads them, and whatever they
+register shows up in ``gym.make`` and ``toolgym list``. A plugin that fails to load is reported with a warning
+and in ``PLUGIN_ERRORS`` (``toolgym doctor`` shows it), never silently skipped.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, TypeVar
+
+import gymnasium as gym
+
+from toolgym.core.task import Task
+from toolgym.core.types import ToolCall
+
+#: A scripted correct solution: the tool calls to make, then the final answer text.
+Oracle = Callable[[Task], Sequence[ToolCall | str]]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    id: str
+    factory: Callable[..., gym.Env]
+    tools: tuple[str, ...] = ()
+    task_source: str = ""
+    description: str = ""
+    oracle: Oracle | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+ENVS: dict[str, EnvSpec] = {}
+PLUGIN_GROUPS = ("toolgym.tools", "toolgym.envs")
+PLUGIN_ERRORS: dict[str, str] = {}
+LOADED_PLUGINS: list[str] = []
+_F = TypeVar("_F", bound=Callable[..., gym.Env])
+
+
+def register_env(
+    env_id: str,
+    *,
+    tools: Sequence[str] = (),
+    task_source: str = "",
+    description: str = "",
+    oracle: Oracle | None = None,
+    **kwargs: Any,
+) -> Callable[[_F], _F]:
+    """Decorator for an env factory: ``@register_env("ns/Name-v0", tools=[...], description=...)``.
+
+    ``kwargs`` become the factory's defaults in ``gym.make``. Registering an id twice with a different
+    factory is an error (two packages claiming one id); re-registering the same factory is a no-op.
+    """
+    if "/" not in env_id:
+        raise ValueError(f"env ids need a namespace, like 'toolgym/{env_id}' or 'mypkg/{env_id}'")
+
+    def decorator(factory: _F) -> _F:
+        existing = ENVS.get(env_id)
+        if existing is not None and _qualname(existing.factory) != _qualname(factory):
+            raise ValueError(f"env {env_id!r} is already registered by {_qualname(existing.factory)}")
+        ENVS[env_id] = EnvSpec(env_id, factory, tuple(tools), task_source, description, oracle, dict(kwargs))
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=factory, kwargs=dict(kwargs))
+        return factory
+
+    return decorator
+
+
+def load_plugins() -> None:
+    """Import every entry point in toolgym's groups (each once)."""
+    for group in PLUGIN_GROUPS:
+        for ep in entry_points(group=group):
+            key = f"{group}:{ep.name}"
+            if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
+                continue
+            try:
+                loaded = ep.load()
+                if callable(loaded) and not isinstance(loaded, type):
+                    loaded()
+            except Exception as exc:
+                PLUGIN_ERRORS[key] = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"toolgym plugin {key} ({ep.value}) failed to load: {exc}", stacklevel=2)
+            else:
+                LOADED_PLUGINS.append(key)
+
+
+def _qualname(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"

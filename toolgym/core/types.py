@@ -1,0 +1,119 @@
+"""The small frozen records that flow through an episode (see DESIGN.md, "The flow of one episode").
+
+They are pydantic models so they validate at the boundaries (tool arguments from model text, task files,
+server bodies) and serialize to JSON for logs and rollouts without extra code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(_Frozen):
+    """One tool invocation the parser understood: a tool name and its (still unvalidated) arguments."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+ToolStatus = Literal["ok", "error", "infra_error"]
+
+
+class ToolResult(_Frozen):
+    """What a tool returned. Tools never raise: failures are results.
+
+    ``status`` separates the model's mistakes (``error``: bad arguments, an exception in its code) from
+    infrastructure failures (``infra_error``: sandbox down, retriever unreachable), so a trainer can drop
+    or flag episodes that failed through no fault of the policy instead of silently scoring them 0.
+    Results carry no timings, so an env's ``info`` stays deterministic for a given seed and action;
+    the episode runner measures tool latency around ``env.step``.
+    """
+
+    name: str
+    status: ToolStatus = "ok"
+    output: str = ""
+    call_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class ParsedAction(_Frozen):
+    """What a parser understood from one model turn.
+
+    Exactly one kind: ``tool_calls`` (one or more calls to run), ``answer`` (the final answer, which ends
+    the episode and is verified) or ``invalid`` (``reason`` says why; the env shows it to the model).
+    """
+
+    kind: Literal["tool_calls", "answer", "invalid"]
+    tool_calls: tuple[ToolCall, ...] = ()
+    answer: str | None = None
+    reason: str | None = None
+
+    @classmethod
+    def calls(cls, *calls: ToolCall) -> ParsedAction:
+        return cls(kind="tool_calls", tool_calls=tuple(calls))
+
+    @classmethod
+    def final(cls, answer: str) -> ParsedAction:
+        return cls(kind="answer", answer=answer)
+
+    @classmethod
+    def invalid(cls, reason: str) -> ParsedAction:
+        return cls(kind="invalid", reason=reason)
+
+
+class Verdict(_Frozen):
+    """A verifier's judgement of one episode.
+
+    ``error`` is set when the verifier itself failed (timeout, crash): the reward is then not a judgement
+    of the policy, and trainers can tell the two apart.
+    """
+
+    reward: float
+    passed: bool
+    details: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+
+
+class Turn(_Frozen):
+    """One step of an episode as text: the model's action, what it parsed to, what the tools returned."""
+
+    action: str
+    parsed: ParsedAction
+    tool_results: tuple[ToolResult, ...] = ()
+    observation: str = ""
+    reward: float = 0.0
+
+
+class Trajectory(BaseModel):
+    """An episode so far. The env fills the text level (``messages``, ``turns``); the episode runner
+    (``toolgym.rollout``) adds the token level, where generated ids are kept as generated and observation
+    tokens carry mask 0.
+    """
+
+    task_id: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    turns: list[Turn] = Field(default_factory=list)
+    prompt_ids: list[int] = Field(default_factory=list)
+    response_ids: list[int] = Field(default_factory=list)
+    response_mask: list[int] = Field(default_factory=list)
+    logprobs: list[float] = Field(default_factory=list)
+    stop_reason: str | None = None
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(len(t.parsed.tool_calls) for t in self.turns)

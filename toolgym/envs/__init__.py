@@ -1,0 +1,5 @@
+"""The built-in envs. Importing this package registers each of them (``toolgym/<Name>-v0``)."""
+
+from toolgym.envs import calculator
+
+__all__ = ["calculator"]

@@ -1,0 +1,49 @@
+"""The Verifier protocol: a pure function from (task, answer, trajectory) to a Verdict.
+
+Verifiers are deterministic and bounded in time. A verifier that cannot reach a judgement (it timed out, its
+backend crashed) returns a Verdict with ``error`` set, so a trainer can tell "the policy was wrong" from
+"the reward is unknown"; ``safe_verify`` enforces that for any verifier.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from toolgym.core.task import Task
+from toolgym.core.types import Trajectory, Verdict
+
+
+class Verifier(ABC):
+    name: str = "verifier"
+
+    @abstractmethod
+    def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
+        """Judge ``answer`` (the final answer text the parser extracted) for ``task``."""
+
+
+def safe_verify(verifier: Verifier, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
+    """Run a verifier; an exception becomes a Verdict with ``error`` set (reward 0, not passed)."""
+    try:
+        return verifier.verify(task, answer, trajectory)
+    except Exception as exc:
+        return Verdict(reward=0.0, passed=False, error=f"{verifier.name} failed: {type(exc).__name__}: {exc}")
+
+
+class FunctionVerifier(Verifier):
+    """Wrap a plain function ``fn(task, answer) -> float | bool | Verdict`` as a Verifier (custom envs)."""
+
+    def __init__(self, fn, name: str | None = None):
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "function")
+
+    def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
+        out = self.fn(task, answer)
+        if isinstance(out, Verdict):
+            return out
+        if isinstance(out, bool):
+            return Verdict(reward=float(out), passed=out)
+        if isinstance(out, int | float):
+            return Verdict(reward=float(out), passed=float(out) >= 1.0)
+        raise TypeError(
+            f"verifier {self.name!r} returned {type(out).__name__}; expected float, bool or Verdict"
+        )

@@ -1,0 +1,139 @@
+"""The Tool protocol and the tool registry.
+
+A tool is a named function the model can call. Its arguments are a pydantic model, so the JSON schema the
+model sees (``parameters``) and the validation of what it sent are one definition. A tool never raises: bad
+arguments and failures come back as a ``ToolResult`` the model reads as its observation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from toolgym.core.types import ToolCall, ToolResult
+
+
+class Tool(ABC):
+    """Base class for tools.
+
+    Subclasses set ``name``, ``description`` and ``Args`` (a pydantic model) and implement ``run``.
+    ``primary_arg`` names the argument that a bare text body fills, so that tag formats such as
+    ``<calculator>2+2</calculator>`` need no JSON.
+
+    Tools that keep per-episode state (a Python session) override ``start_episode``/``end_episode``;
+    ``close`` releases everything the tool holds.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+    primary_arg: ClassVar[str | None] = None
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (OpenAI ``function.parameters``)."""
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-style function schema (what chat templates render as ``tools``)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    @abstractmethod
+    def run(self, args: Any) -> ToolResult:
+        """Do the work on validated arguments. May raise; ``__call__`` turns exceptions into results."""
+
+    def __call__(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
+        """Validate the arguments and run. Returns an ``error`` result instead of raising."""
+        call_id = call.id if isinstance(call, ToolCall) else None
+        try:
+            args = self.validate(call)
+        except ValueError as exc:
+            return ToolResult(name=self.name, status="error", output=str(exc), call_id=call_id)
+        try:
+            result = self.run(args)
+        except Exception as exc:  # a tool must never crash the episode
+            return ToolResult(
+                name=self.name, status="infra_error", output=f"{type(exc).__name__}: {exc}", call_id=call_id
+            )
+        return result.model_copy(update={"call_id": call_id}) if call_id else result
+
+    async def acall(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
+        """Async form; the default runs ``__call__`` in a worker thread so the event loop stays free."""
+        return await asyncio.to_thread(self.__call__, call)
+
+    def validate(self, call: ToolCall | dict[str, Any] | str) -> BaseModel:
+        """Turn what the model sent into ``Args``; raises ``ValueError`` with a message the model can read."""
+        arguments: Any = call.arguments if isinstance(call, ToolCall) else call
+        if isinstance(arguments, str):
+            arguments = self._from_text(arguments)
+        if not isinstance(arguments, dict):
+            raise ValueError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
+        try:
+            return self.Args.model_validate(arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ValueError(f"{self.name}: invalid arguments ({problems})") from None
+
+    def _from_text(self, text: str) -> dict[str, Any]:
+        stripped = text.strip()
+        if stripped.startswith("{"):
+            try:
+                parsed = json.loads(stripped)
+            except (json.JSONDecodeError, RecursionError):  # deeply nested JSON must not crash the tool
+                parsed = None
+            if isinstance(parsed, dict):
+                return parsed
+        if self.primary_arg is None:
+            raise ValueError(f"{self.name}: expected a JSON object of arguments")
+        return {self.primary_arg: text}
+
+    def start_episode(self, episode_id: str) -> None:
+        """Called by the env on ``reset``; stateful tools open per-episode state here."""
+
+    def end_episode(self, episode_id: str) -> None:
+        """Called by the env when an episode ends or is abandoned."""
+
+    def close(self) -> None:
+        """Release every resource the tool holds."""
+
+
+ToolFactory = Callable[..., Tool]
+TOOLS: dict[str, ToolFactory] = {}
+_T = TypeVar("_T", bound=type[Tool])
+
+
+def register_tool(cls: _T) -> _T:
+    """Class decorator: make a tool available by name (``toolgym.make_tool(name)``, ``toolgym list``).
+
+    Third-party packages register theirs the same way, from a module listed under the ``toolgym.tools``
+    entry-point group so it is imported on ``import toolgym``.
+    """
+    existing = TOOLS.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"a tool named {cls.name!r} is already registered ({existing!r})")
+    TOOLS[cls.name] = cls
+    return cls
+
+
+def make_tool(name: str, **kwargs: Any) -> Tool:
+    """Instantiate a registered tool by name."""
+    try:
+        factory = TOOLS[name]
+    except KeyError:
+        known = ", ".join(sorted(TOOLS)) or "none"
+        raise KeyError(f"no tool named {name!r}; registered tools: {known}") from None
+    return factory(**kwargs)
