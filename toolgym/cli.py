@@ -1,9 +1,11 @@
-"""The ``toolgym`` command: list, play, demo, doctor.
+"""The ``toolgym`` command.
 
 ``toolgym list``    every registered env (built-in and plugins) and tool
 ``toolgym play ID`` play an episode yourself in the terminal
 ``toolgym serve S`` run a service (retriever, rewards)
-``toolgym demo``    scripted episodes of every env, a reward table (the verifiers' 1.0 and 0.0 paths)
+``toolgym rollout`` batched multi-turn rollouts with a model (in-process vLLM or a server), to JSONL
+``toolgym eval``    pass@1 / pass@k of a model on an env's evaluation split
+``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
 ``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
 """
 
@@ -65,10 +67,23 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     play.set_defaults(func=cmd_play)
 
-    demo = sub.add_parser("demo", help="scripted episodes of every env, with a reward table")
-    demo.add_argument("--episodes", type=int, default=3, help="tasks per env and format (default 3)")
+    demo = sub.add_parser("demo", help="scripted episodes and tiny-model vLLM rollouts of every env")
+    demo.add_argument("--episodes", type=int, default=3, help="scripted tasks per env and format (default 3)")
     demo.add_argument("--env", action="append", default=None, help="only these env ids")
+    demo.add_argument("--llm-tasks", type=int, default=8, help="tasks per env rolled out by the model")
+    demo.add_argument("--group-size", type=int, default=4, help="samples per task in the model rollouts")
+    demo.add_argument("--no-llm", action="store_true", help="scripted episodes only (no vLLM)")
     demo.set_defaults(func=cmd_demo)
+
+    from toolgym.rollout.commands import add_eval_arguments, add_rollout_arguments, cmd_eval, cmd_rollout
+
+    rollout = sub.add_parser("rollout", help="batched multi-turn rollouts with a model, to JSONL")
+    add_rollout_arguments(rollout)
+    rollout.set_defaults(func=cmd_rollout)
+
+    evaluate = sub.add_parser("eval", help="score a model on an env's evaluation split (pass@1, pass@k)")
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(func=cmd_eval)
 
     serve = sub.add_parser("serve", help="run a service: retriever, rewards (each has its own --help)")
     serve.add_argument("service", help="which service (`toolgym serve SERVICE --help` for its options)")
@@ -114,7 +129,7 @@ def cmd_play(args: argparse.Namespace, stdin: TextIO | None = None, out: TextIO 
 
     stdin = stdin or sys.stdin
     out = out or sys.stdout
-    kwargs = _parse_kwargs(args.kwarg)
+    kwargs = parse_kwargs(args.kwarg)
     if args.action_format:
         kwargs["action_format"] = args.action_format
     if args.max_turns:
@@ -167,7 +182,7 @@ def _read_action(stdin: TextIO) -> str | None:
         lines.append(line)
 
 
-def _parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
+def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -219,11 +234,61 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     ]
                 )
             env.close()
+    print("== scripted episodes: each verifier's reward paths, in every action format")
     print(format_table(["env", "format", "policy", "episodes", "reward", "turns", "tool calls"], rows))
     if failures:
         print(f"\n{failures} row(s) did not get the expected reward (oracle 1.0, wrong answer 0.0)")
         return 1
     print("\nevery oracle row scored 1.0 and every wrong-answer row 0.0")
+    if args.no_llm:
+        return 0
+    return _demo_rollouts(env_ids, args.llm_tasks, args.group_size)
+
+
+def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int) -> int:
+    """Real batched multi-turn rollouts on the embedded tiny model with in-process vLLM (CPU here)."""
+    import asyncio
+
+    from toolgym.rollout import RolloutConfig, check_prefix_property, collect
+    from toolgym.rollout.models import make_client, make_renderer
+
+    print(f"\n== model rollouts: tiny random Qwen2 on in-process vLLM, {tasks} tasks x {group_size} per env")
+    print(
+        "   (random weights: expect nonsense actions and reward 0; this shows the engine and token plumbing)"
+    )
+    renderer = make_renderer("tiny")
+    problems = check_prefix_property(renderer)
+    if problems:
+        print("chat template problems: " + "; ".join(problems))
+        return 1
+
+    async def run():
+        client = make_client("tiny")
+        try:
+            return await collect(
+                env_ids,
+                client,
+                renderer,
+                RolloutConfig(max_response_tokens=512, max_tokens_per_turn=96),
+                tasks_per_env=tasks,
+                group_size=group_size,
+                progress=sys.stderr.isatty(),
+            )
+        finally:
+            await client.close()
+
+    trajectories, summary = asyncio.run(run())
+    print(summary.table())
+    errors = [t.error for t in trajectories if t.error]
+    if errors:
+        print(f"{len(errors)} episode(s) failed; first: {errors[0]}")
+        return 1
+    masked = sum(t.generated_tokens for t in trajectories)
+    total = sum(len(t.response_ids) for t in trajectories)
+    print(
+        f"response tokens: {total}, of which generated (mask 1): {masked}, observation/template (mask 0): "
+        f"{total - masked}"
+    )
     return 0
 
 

@@ -140,3 +140,15 @@ def test_load_tasks_errors(tmp_path):
     odd.write_text("x")
     with pytest.raises(ValueError, match="don't know how to read"):
         load_tasks(odd)
+
+
+def test_eval_split_is_fixed_and_disjoint_from_training_draws():
+    source = ProceduralSource("squares", _square_task)
+    split = source.eval_tasks(5)
+    assert split == source.eval_tasks(5) and len(source.eval_tasks()) == 100
+    rng = np.random.default_rng(0)
+    train_ids = {source.sample(rng).id for _ in range(1000)}
+    assert not train_ids & {t.id for t in source.eval_tasks()}
+    tasks = [Task(id=str(i), prompt="p") for i in range(4)]
+    assert [t.id for t in ListSource(tasks).eval_tasks(2)] == ["0", "1"]
+    assert len(ListSource(tasks).eval_tasks()) == 4

