@@ -1,5 +1,5 @@
 """The built-in envs. Importing this package registers each of them (``toolgym/<Name>-v0``)."""
 
-from toolgym.envs import calculator, search
+from toolgym.envs import calculator, math, reasoning_gym, search
 
-__all__ = ["calculator", "search"]
+__all__ = ["calculator", "math", "reasoning_gym", "search"]

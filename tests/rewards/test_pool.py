@@ -1,0 +1,182 @@
+"""WorkerPool: results, soft and hard deadlines, crashes, and that a hung worker never blocks later calls."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from toolgym.rewards.pool import PoolUnavailable, WorkerCrashed, WorkerPool, WorkerTimeout
+
+TARGETS = "toolgym.testing.pool_targets"
+
+
+@pytest.fixture
+def pool_factory():
+    pools: list[WorkerPool] = []
+
+    def make(function: str, size: int = 1, **kwargs) -> WorkerPool:
+        pool = WorkerPool(f"{TARGETS}:{function}", size=size, **kwargs)
+        pools.append(pool)
+        assert pool.wait_ready(30), pool.last_start_error
+        return pool
+
+    yield make
+    for pool in pools:
+        pool.close()
+
+
+def test_results_round_trip(pool_factory):
+    pool = pool_factory("echo")
+    payload = {"text": "é\n\\boxed{1}", "n": [1, 2.5, None, True]}
+    assert pool.call(payload, timeout=5) == payload
+
+
+def test_python_level_timeout_keeps_the_worker(pool_factory):
+    pool = pool_factory("sleep")
+    start = time.perf_counter()
+    with pytest.raises(WorkerTimeout):
+        pool.call(10, timeout=0.5)
+    assert time.perf_counter() - start < 1.0
+    assert pool.stats["soft_timeouts"] == 1 and pool.stats["killed"] == 0
+    assert pool.call(0.01, timeout=5) == 0.01
+    assert pool.stats["started"] == 1  # the same worker served both calls
+
+
+def test_a_swallowed_soft_timeout_is_still_a_timeout(pool_factory):
+    """Code that catches everything cannot turn a late result into a judgement: the alarm fired."""
+    pool = pool_factory("swallow")
+    with pytest.raises(WorkerTimeout):
+        pool.call(0.9, timeout=1.0)  # soft alarm at 0.8 s is swallowed; the call returns at 0.9 s
+    assert pool.stats["killed"] == 0
+
+
+def test_a_worker_stuck_in_c_is_killed_at_the_hard_deadline_and_replaced(pool_factory):
+    pool = pool_factory("spin_in_c")
+    start = time.perf_counter()
+    with pytest.raises(WorkerTimeout, match="killed"):
+        pool.call(10**9, timeout=1.0)
+    assert time.perf_counter() - start < 2.0  # the deadline, plus the kill, on a busy machine
+    assert pool.stats["killed"] == 1
+    assert len(pool.call(1000, timeout=10)) == 64  # the replacement works
+    assert pool.stats["started"] == 2
+
+
+def test_a_hung_worker_does_not_block_other_calls(pool_factory):
+    """With two workers, one stuck for the whole hard timeout, other calls keep flowing through the other."""
+    pool = pool_factory("spin_in_c", size=2)
+    outcome: list[BaseException] = []
+
+    def hang() -> None:
+        try:
+            pool.call(10**9, timeout=3.0)
+        except WorkerTimeout as exc:
+            outcome.append(exc)
+
+    hung = threading.Thread(target=hang)
+    hung.start()
+    time.sleep(0.2)
+    for _ in range(20):
+        assert len(pool.call(100, timeout=2.0)) == 64
+    assert hung.is_alive()  # all twenty were served while the hung call was still waiting for its deadline
+    hung.join()
+    assert len(outcome) == 1 and pool.stats["killed"] == 1
+
+
+def test_errors_and_crashes_are_reported(pool_factory):
+    pool = pool_factory("fail")
+    with pytest.raises(WorkerCrashed, match="ValueError: boom"):
+        pool.call("boom", timeout=5)
+    assert pool.stats["killed"] == 0  # an exception is the function's, the worker is fine
+    crashing = pool_factory("crash")
+    with pytest.raises(WorkerCrashed, match="exited"):
+        crashing.call(3, timeout=5)
+    assert crashing.stats["killed"] == 1
+
+
+def test_works_with_descriptors_above_1024(pool_factory):
+    """A busy server holds thousands of sockets, so a replacement worker's pipes get high descriptors."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        pool = pool_factory("echo")
+        assert pool._idle[0].proc.stdout.fileno() > 1024
+        assert pool.call("ok", timeout=5) == "ok"
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def test_a_target_that_cannot_load_makes_the_pool_unavailable():
+    pool = WorkerPool("toolgym.no_such_module:fn", size=1)
+    with pytest.raises(PoolUnavailable, match="no_such_module"):
+        pool.call(1, timeout=1, wait_timeout=30)
+    pool.close()
+
+
+def test_many_threads_share_a_small_pool(pool_factory):
+    pool = pool_factory("pid", size=2)
+    with_threads: list[int] = []
+    lock = threading.Lock()
+
+    def work():
+        for _ in range(25):
+            pid = pool.call(None, timeout=5)
+            with lock:
+                with_threads.append(pid)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(with_threads) == 200 and len(set(with_threads)) == 2
+    assert pool.stats["calls"] == 200
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        WorkerPool(f"{TARGETS}:echo", size=0)
+    pool = WorkerPool(f"{TARGETS}:echo", size=1)
+    with pytest.raises(ValueError):
+        pool.call(1, timeout=0)
+    pool.close()
+    with pytest.raises(PoolUnavailable, match="closed"):
+        pool.call(1, timeout=1)
+
+
+ORPHAN = textwrap.dedent(
+    """
+    import os, sys, threading, time
+    from toolgym.rewards.pool import WorkerPool
+    pool = WorkerPool("toolgym.testing.pool_targets:spin_in_c", size=1)
+    assert pool.wait_ready(30)
+    print(pool._idle[0].proc.pid, flush=True)
+    threading.Thread(target=pool.call, args=(10**9,), kwargs={"timeout": 1.0}, daemon=True).start()
+    time.sleep(0.3)
+    os._exit(0)  # the caller dies mid-call: nobody is left to kill the worker
+    """
+)
+
+
+def test_an_orphaned_worker_is_ended_by_its_cpu_limit():
+    out = subprocess.run([sys.executable, "-c", ORPHAN], capture_output=True, text=True, timeout=60)
+    pid = int(out.stdout.split()[0])
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    assert not _alive(pid), "the orphaned worker is still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return os.path.exists(f"/proc/{pid}")
