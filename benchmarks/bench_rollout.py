@@ -9,15 +9,19 @@ Same episodes, same seeds, same tiny model on in-process vLLM, in one run:
 - ``generation_alone``: the exact prompts and generated token counts ``collect`` recorded, replayed with no
   tools at all (the engine is never idle): the lower bound.
 
-The tool sleeps for a latency that differs between episodes (10-500 ms, like short and long sandbox runs), and
-every turn calls it, so the tiny model's nonsense text still exercises the tool path.
+Two things vary between episodes, as they do in real RL rollouts: the tool's latency (10-500 ms, like short
+and long sandbox runs) and the length of each generated turn (16-256 tokens, long-tailed, as a real policy's
+turns are; the random tiny model would otherwise always run to ``max_tokens``). Every turn calls the tool, so
+the tiny model's nonsense text still exercises the tool path.
 Targets: collect <= 1.15x generation alone, turn-barrier >= 1.5x collect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
@@ -33,9 +37,32 @@ from toolgym.rollout.models import make_client, make_renderer
 
 EPISODES = 128
 TURNS = 4
-TOKENS_PER_TURN = 64
+TOKENS_PER_TURN = 256
 LATENCIES = [0.01, 0.05, 0.1, 0.25, 0.5]
 RESULTS: dict[str, float] = {}
+
+
+def turn_length(request_id: str) -> int:
+    """A long-tailed, deterministic length for one turn (log-uniform in 16..256 tokens)."""
+    rng = random.Random(zlib.crc32(request_id.encode()))
+    return int(16 * 2 ** rng.uniform(0, 4))
+
+
+class VariableLengthClient:
+    """Caps each request's max_tokens at its turn's length: stands in for a policy's varying turn lengths."""
+
+    def __init__(self, client):
+        self.client = client
+        self.engine = client.engine
+
+    async def generate(self, prompt_ids, sampling, request_id):
+        length = min(sampling.max_tokens, turn_length(request_id))
+        return await self.client.generate(
+            prompt_ids, sampling.model_copy(update={"max_tokens": length}), request_id
+        )
+
+    async def close(self):
+        await self.client.close()
 
 
 class WorkArgs(BaseModel):
@@ -116,7 +143,7 @@ TASKS = {"bench/SlowTools-v0": [make_slow_env().tasks.get(f"t{i}") for i in rang
 @pytest.fixture(scope="module")
 def engine():
     loop = asyncio.new_event_loop()
-    client = make_client("tiny")
+    client = VariableLengthClient(make_client("tiny"))
     renderer = make_renderer("tiny")
     yield loop, client, renderer
     loop.run_until_complete(client.close())
@@ -157,7 +184,7 @@ async def _turn_barrier(client, renderer):
                     CONFIG.sampling.model_copy(
                         update={"max_tokens": TOKENS_PER_TURN, "seed": i * 1000 + turn}
                     ),
-                    f"barrier-{i}-{turn}",
+                    f"bench/SlowTools-v0#{i}-s0-t{turn}",  # as collect names it: same turn lengths
                 )
                 for i in live
             )
