@@ -1,0 +1,85 @@
+"""Code-execution backends for model-written Python: isolated by default, fast, and honest about it.
+
+::
+
+    from toolgym.sandbox import LocalSandbox, Limits
+    with LocalSandbox(limits=Limits(timeout_s=5)) as sb:
+        res = sb.run("print(1)")          # ExecResult(status="ok", stdout="1\\n", ...)
+        sess = sb.session()               # variables persist across sess.run calls
+        sb.isolation.missing              # layers this machine does not allow, with reasons
+
+``get_sandbox("local", ...)`` / ``get_sandbox("e2b", ...)`` pick a backend by name. ``doctor_report()`` lists
+every layer with whether it works here (for ``toolgym doctor``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from toolgym.sandbox.base import Sandbox, SandboxSession, SandboxUnavailable
+from toolgym.sandbox.isolation import ALWAYS_ON, LAYERS
+from toolgym.sandbox.limits import Limits
+from toolgym.sandbox.local import DEFAULT_PRELOAD, SCIENTIFIC_PRELOAD, LocalSandbox
+from toolgym.sandbox.result import STATUSES, ExecResult, IsolationReport, Status
+from toolgym.sandbox.session import Session
+
+BACKENDS = ("local", "e2b")
+
+
+def get_sandbox(kind: str = "local", **kwargs: Any) -> Sandbox:
+    """Construct a backend by name: ``"local"`` (fork servers + namespaces) or ``"e2b"`` (hosted microVMs)."""
+    if kind == "local":
+        return LocalSandbox(**kwargs)
+    if kind == "e2b":
+        from toolgym.sandbox.e2b import E2BSandbox
+
+        return E2BSandbox(**kwargs)
+    raise ValueError(f"unknown sandbox backend {kind!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def doctor_report() -> list[tuple[str, bool, str]]:
+    """(layer, available, detail) for every isolation layer of the local backend on this machine.
+
+    Starts one throwaway fork server, which performs each layer once, exactly as runs do.
+    """
+    rows: list[tuple[str, bool, str]] = [
+        ("platform", sys.platform == "linux", f"{sys.platform}, Python {sys.version.split()[0]}")
+    ]
+    try:
+        sb = LocalSandbox(workers=1, preload=(), max_sessions=1)
+    except SandboxUnavailable as exc:
+        return [*rows, ("fork_server", False, str(exc))]
+    try:
+        report = sb.isolation
+        rows.append(("mode", True, report.details.get("mode", "")))
+        for layer in LAYERS:
+            if layer in report.missing:
+                rows.append((layer, False, report.missing[layer]))
+            else:
+                rows.append((layer, True, report.details.get(layer, "")))
+        rows.extend((layer, True, "always on") for layer in ALWAYS_ON)
+    finally:
+        sb.close()
+    return rows
+
+
+__all__ = [
+    "ALWAYS_ON",
+    "BACKENDS",
+    "DEFAULT_PRELOAD",
+    "LAYERS",
+    "SCIENTIFIC_PRELOAD",
+    "STATUSES",
+    "ExecResult",
+    "IsolationReport",
+    "Limits",
+    "LocalSandbox",
+    "Sandbox",
+    "SandboxSession",
+    "SandboxUnavailable",
+    "Session",
+    "Status",
+    "doctor_report",
+    "get_sandbox",
+]

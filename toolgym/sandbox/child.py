@@ -1,0 +1,206 @@
+"""What a forked child does once its isolation is in place: become a fresh ``python -I -c`` and run code.
+
+The child is a fork of the warm fork server, so it starts with the server's modules already imported. This
+module resets everything that would otherwise leak from the server or differ from a fresh interpreter:
+the environment, stdio objects, ``sys.argv``, ``__main__``, random seeds, cached temp dirs. Exit follows the
+interpreter's own order (join non-daemon threads, run atexit handlers, flush) and then ``os._exit``, so no
+code of the fork server ever runs again in the child.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import json
+import linecache
+import os
+import resource
+import sys
+import traceback
+import types
+
+from toolgym.sandbox.protocol import frame_json, read_frame_fd
+
+STATUS_FD = 3  # run: status frames to the server; session: the control channel to the parent
+SETUP_FAILED_EXIT = 121
+
+# Old stdio objects of the server: kept alive so their finalizers never close fds 0-2 of the child.
+_KEEP: list[object] = []
+
+
+def child_env(cwd: str) -> dict[str, str]:
+    """The complete environment of sandboxed code: nothing inherited from the host."""
+    bindir = os.path.dirname(sys.executable)
+    return {
+        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": cwd,
+        "TMPDIR": cwd,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "USER": "sandbox",
+        "LOGNAME": "sandbox",
+        "SHELL": "/bin/sh",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def write_status(obj: dict) -> None:
+    """Send one JSON frame on fd 3 (before user code runs this is trusted by the server)."""
+    os.write(STATUS_FD, frame_json(json.dumps(obj).encode()))
+
+
+def _fresh_stdio() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+    """stdin/stdout/stderr objects on fds 0-2, configured like ``python -c`` with pipes."""
+    return (
+        io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8"),
+        io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8"),
+        io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+        ),
+    )
+
+
+_STDIO: list[tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]] = []
+
+
+def prepare_server_interpreter(default_cwd: str) -> None:
+    """Once, in the fork server: everything of ``prepare_interpreter`` that does not depend on the run.
+
+    Work done here is not repeated (nor copied page by page) in every child: the environment template,
+    unused stdio objects for the children, and dropping the sandbox's own modules from ``sys.modules`` so
+    sandboxed code cannot import them from memory.
+    """
+    os.environ.clear()
+    os.environ.update(child_env(default_cwd))
+    _STDIO.append(_fresh_stdio())
+    for name in [m for m in sys.modules if m == "toolgym" or m.startswith("toolgym.")]:
+        del sys.modules[name]
+
+
+def prepare_interpreter(cwd: str, files: dict | None) -> None:
+    """In the child: make this forked process look like a fresh ``python -I -c`` started in ``cwd``."""
+    if os.environ.get("HOME") != cwd:  # a per-run host tmp dir (no private tmpfs)
+        os.environ.update(HOME=cwd, TMPDIR=cwd)
+    os.chdir(cwd)
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:  # forget a temp dir the server may have cached
+        tempfile.tempdir = None
+    for name, data in (files or {}).items():
+        path = os.path.join(cwd, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as fh:
+            fh.write(data if isinstance(data, bytes) else data.encode())
+    _KEEP.extend((sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__))
+    stdin, stdout, stderr = _STDIO[0] if _STDIO else _fresh_stdio()
+    sys.stdin = sys.__stdin__ = stdin
+    sys.stdout = sys.__stdout__ = stdout
+    sys.stderr = sys.__stderr__ = stderr
+    sys.argv = ["-c"]
+    np = sys.modules.get("numpy")
+    if np is not None:  # a fresh process seeds numpy's global generator from the OS; so must we
+        with contextlib.suppress(Exception):
+            np.random.seed()
+
+
+def fresh_main() -> dict:
+    """A new ``__main__`` module namespace (registered, so pickling and multiprocessing find it)."""
+    module = types.ModuleType("__main__")
+    module.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+def _system_exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def run_code(code: str, namespace: dict, filename: str = "<string>") -> tuple[int, str | None]:
+    """Execute ``code`` like ``python -c``; returns (exit code, name of the uncaught exception or None).
+
+    The source is registered with linecache so tracebacks show the offending lines, which is what a model
+    needs to fix its code. The traceback starts at the user's code, not at this function.
+    """
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    try:
+        exec(compile(code, filename, "exec"), namespace)
+    except SystemExit as exc:
+        return _system_exit_code(exc), None
+    except BaseException as exc:
+        tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+        exc.__traceback__ = tb
+        try:
+            if sys.excepthook is sys.__excepthook__:
+                traceback.print_exception(exc)  # the pure-Python printer reads linecache; the C one does not
+            else:
+                sys.excepthook(type(exc), exc, tb)
+        except BaseException:
+            pass
+        exit_code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+        return exit_code, type(exc).__name__
+    return 0, None
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+def finish_run(exit_code: int, exc_name: str | None) -> None:
+    """Shut down like the interpreter would, report how, and leave without running server code."""
+    try:
+        threading = sys.modules.get("threading")  # only if the program imported it
+        if threading is not None:
+            with contextlib.suppress(BaseException):
+                threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+        _flush()
+        if exc_name:
+            with contextlib.suppress(OSError):
+                write_status({"exc": exc_name})
+    finally:
+        os._exit(exit_code)
+
+
+def _usage() -> tuple[float, int]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    return cpu, max(own.ru_maxrss, kids.ru_maxrss) * 1024
+
+
+def session_loop() -> None:
+    """Serve session calls on fd 3 until the parent closes it: one namespace, one call at a time."""
+    namespace = fresh_main()
+    calls = 0
+    while True:
+        try:
+            raw = read_frame_fd(STATUS_FD)
+        except Exception:
+            raw = None
+        if raw is None:
+            os._exit(0)
+        request = json.loads(raw)
+        calls += 1
+        stdin = request.get("stdin")
+        if stdin is not None:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+        cpu0, _ = _usage()
+        exit_code, exc_name = run_code(request["code"], namespace, filename=f"<cell {calls}>")
+        _flush()
+        cpu1, peak = _usage()
+        write_status({"exit_code": exit_code, "exc": exc_name, "cpu_s": cpu1 - cpu0, "peak": peak})

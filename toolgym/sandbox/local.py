@@ -1,0 +1,444 @@
+"""LocalSandbox: isolated, fast local Python execution on a pool of warm fork servers.
+
+``workers`` fork servers (default 2, one per core) each run one program at a time; ``run`` takes a free
+server (blocking while all are busy), ``arun`` does the same from asyncio behind a semaphore of size
+``workers`` so thousands of envs can share one sandbox with back-pressure instead of a thread pile-up.
+A server that dies is restarted on its next use; the run it was serving returns ``sandbox_error``.
+
+Every layer the machine does not allow is listed in ``sandbox.isolation.missing`` and logged once as a
+warning; ``strict=True`` turns a missing layer into an error instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import random
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
+from toolgym.sandbox.client import ServerDied, ServerHandle
+from toolgym.sandbox.isolation import LAYERS
+from toolgym.sandbox.limits import Limits
+from toolgym.sandbox.result import ExecResult, IsolationReport
+from toolgym.sandbox.session import Session, SessionProcess
+
+log = logging.getLogger("toolgym.sandbox")
+T = TypeVar("T")
+
+# Modules every fork server imports up front (stdlib only: always present). Add numpy/sympy via
+# ``preload=DEFAULT_PRELOAD + ("numpy", "sympy")``; missing optional modules are skipped and reported.
+# Deliberately absent: random, threading and what imports them (subprocess, statistics, tempfile, logging).
+# They register after-fork hooks (reseeding, lock resets) that would run in, and copy memory pages of,
+# every child whether it uses them or not: ~0.2 ms per run. A program that imports them pays ~1 ms once.
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "json",
+    "math",
+    "cmath",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "fractions",
+    "decimal",
+    "datetime",
+    "typing",
+    "dataclasses",
+    "copy",
+    "operator",
+    "textwrap",
+    "io",
+    "time",
+    "array",
+    "struct",
+    "hashlib",
+    "base64",
+    "unicodedata",
+    "csv",
+    "enum",
+    "abc",
+    "contextlib",
+    "traceback",
+)
+SCIENTIFIC_PRELOAD: tuple[str, ...] = (*DEFAULT_PRELOAD, "random", "statistics", "numpy", "sympy")
+
+UID_BASE = 1_900_000_000  # sandbox uids (root only): far above any real or container range in common use
+UID_BLOCK = 1024  # uids per fork server: one for runs, the rest for its sessions
+_START_TIMEOUT = 120.0
+_REPLY_GRACE = 10.0  # beyond the run's own timeout, for setup, teardown and draining
+
+_warned: set[tuple[str, ...]] = set()
+_warn_lock = threading.Lock()
+
+
+class LocalSandbox(Sandbox):
+    """Local sandbox backed by warm fork servers (see the module docstring and ``isolation`` for layers)."""
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        workers: int = 2,
+        preload: Sequence[str] | None = None,
+        *,
+        max_sessions: int = 64,
+        disable: Iterable[str] = (),
+        strict: bool = False,
+        extra_paths: Sequence[str] = (),
+        session_cpu_factor: float = 10.0,
+        uid_base: int | None = None,
+    ) -> None:
+        """
+        Args:
+            limits: default limits of every run (override per call).
+            workers: number of fork servers, i.e. programs running at once.
+            preload: modules each server imports once so children get them for free.
+            max_sessions: live session interpreters kept; beyond it the least recently used is evicted.
+            disable: isolation layers to switch off (for measuring their cost); see ``isolation.LAYERS``.
+            strict: raise SandboxUnavailable instead of warning when a layer is missing on this machine.
+            extra_paths: host paths to expose read-only inside the sandbox (data sets, extra packages).
+            session_cpu_factor: a session's CPU budget is ``limits.cpu_s`` times this (one process,
+                many calls).
+            uid_base: first host uid of this sandbox's uid block (root only); random block by default.
+        """
+        unknown = set(disable) - set(LAYERS)
+        if unknown:
+            raise ValueError(f"unknown isolation layers {sorted(unknown)}; known: {', '.join(LAYERS)}")
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        if not 1 <= max_sessions < UID_BLOCK:
+            raise ValueError(f"max_sessions must be between 1 and {UID_BLOCK - 1}")
+        self.limits = limits or Limits()
+        self.workers = workers
+        self._owner_pid = os.getpid()
+        self.max_sessions = max_sessions
+        self.session_cpu_factor = session_cpu_factor
+        self._closed = False
+        per_server = max(2, max_sessions + 1)  # each server can host every session if the others are busy
+        if uid_base is None:  # a random block below 2**31 (some tools still read uids as signed)
+            blocks = (2**31 - 1 - UID_BASE - workers * per_server) // (UID_BLOCK * 4)
+            uid_base = UID_BASE + random.randrange(blocks) * UID_BLOCK * 4
+        self.uid_range = range(uid_base, uid_base + workers * per_server)
+        probe_limits = self.limits.model_dump()
+        self._servers = [
+            ServerHandle(
+                i,
+                {
+                    "index": i,
+                    "disabled": sorted(set(disable)),
+                    "preload": list(DEFAULT_PRELOAD if preload is None else preload),
+                    "uid_lo": uid_base + i * per_server,
+                    "uid_count": per_server,
+                    "extra_paths": list(extra_paths),
+                    "probe_limits": probe_limits,
+                },
+            )
+            for i in range(workers)
+        ]
+        try:
+            for server in self._servers:
+                server.launch()
+            hellos = [server.await_hello(_START_TIMEOUT) for server in self._servers]
+        except Exception as exc:
+            for server in self._servers:
+                server.kill()
+            raise SandboxUnavailable(str(exc)) from exc
+        hello = hellos[0]
+        self.preloaded: tuple[str, ...] = tuple(hello["preloaded"])
+        self.preload_failed: dict[str, str] = dict(hello["preload_failed"])
+        self._report = IsolationReport(
+            backend="local",
+            active=tuple(hello["active"]),
+            missing=dict(hello["missing"]),
+            disabled=tuple(hello["disabled"]),
+            details={**hello["details"], "mode": hello["mode"]},
+        )
+        self._idle: queue.Queue[ServerHandle] = queue.Queue()
+        for server in self._servers:
+            self._idle.put(server)
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolgym-sandbox")
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sessions: OrderedDict[Session, None] = OrderedDict()  # live session processes, LRU first
+        self._sessions_lock = threading.Lock()
+        self._all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._announce_missing(strict)
+
+    # ------------------------------------------------------------ reporting
+
+    @property
+    def isolation(self) -> IsolationReport:
+        return self._report
+
+    def _announce_missing(self, strict: bool) -> None:
+        report = self._report
+        if not report.missing:
+            return
+        message = "toolgym sandbox is running WITHOUT these isolation layers: " + "; ".join(
+            f"{layer} ({why})" for layer, why in report.missing.items()
+        )
+        if strict:
+            self.close()
+            raise SandboxUnavailable(message)
+        key = tuple(sorted(report.missing))
+        with _warn_lock:
+            if key not in _warned:
+                _warned.add(key)
+                log.warning(message)
+
+    def _sandbox_error(self, detail: str) -> ExecResult:
+        return ExecResult(status="sandbox_error", detail=detail, isolation=self._report)
+
+    # ------------------------------------------------------------ server pool
+
+    @contextlib.contextmanager
+    def _server(self):
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        if os.getpid() != self._owner_pid:
+            raise RuntimeError(
+                "this LocalSandbox belongs to the process that created it (its fork servers speak to that "
+                "process only); create a new one after fork()"
+            )
+        server = self._idle.get()
+        try:
+            if not server.alive:
+                server.kill()
+                server.start(_START_TIMEOUT)  # raises ServerDied if it cannot come back
+            yield server
+        finally:
+            self._idle.put(server)
+
+    # ------------------------------------------------------------ runs
+
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        files: dict[str, str | bytes] | None = None,
+    ) -> ExecResult:
+        lim = limits or self.limits
+        wall = float(timeout if timeout is not None else lim.timeout_s)
+        if wall <= 0:
+            raise ValueError("timeout must be positive")
+        files = check_files(files)
+        for name, data in (files or {}).items():
+            if len(data) > lim.file_size_bytes:
+                raise ValueError(f"file {name!r} is larger than file_size_bytes={lim.file_size_bytes}")
+        if files and sum(len(d) for d in files.values()) > lim.disk_bytes // 2:
+            raise ValueError(f"files take more than half of disk_bytes={lim.disk_bytes}")
+        header = {"op": "run", "limits": lim.model_dump(), "timeout": wall}
+        payload = {"code": code, "stdin": stdin, "files": files}
+        try:
+            with self._server() as server:
+                reply = server.run(header, payload, timeout=wall + _REPLY_GRACE)
+        except ServerDied as exc:
+            return self._sandbox_error(str(exc))
+        return ExecResult(**reply, isolation=self._report)
+
+    async def _bounded(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = self._semaphores.setdefault(loop, asyncio.Semaphore(self.workers))
+        async with sem:
+            return await loop.run_in_executor(self._executor, fn)
+
+    async def arun(
+        self,
+        code: str,
+        *,
+        stdin: str | None = None,
+        timeout: float | None = None,
+        limits: Limits | None = None,
+        files: dict[str, str | bytes] | None = None,
+    ) -> ExecResult:
+        return await self._bounded(
+            lambda: self.run(code, stdin=stdin, timeout=timeout, limits=limits, files=files)
+        )
+
+    # ------------------------------------------------------------ sessions
+
+    def session(
+        self, *, limits: Limits | None = None, files: dict[str, str | bytes] | None = None
+    ) -> Session:
+        """A stateful interpreter; its process starts on the first call."""
+        if self._closed:
+            raise RuntimeError("sandbox is closed")
+        lim = limits or self.limits
+        lim = lim.model_copy(update={"cpu_s": lim.cpu_s * self.session_cpu_factor})
+        sess = Session(self, lim, check_files(files))
+        self._all_sessions.add(sess)
+        return sess
+
+    def _open_session_process(self, sess: Session, limits: Limits, files: dict | None) -> SessionProcess:
+        self._make_room_for_session(sess)
+        header = {"op": "session", "limits": limits.model_dump()}
+        with self._server() as server:
+            reply, fds = server.open_session(header, {"files": files}, timeout=60.0)
+        if not reply.get("ok"):
+            raise RuntimeError(reply.get("detail", "session could not start"))
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            raise RuntimeError("fork server handed over an unexpected number of descriptors")
+        proc = SessionProcess(fds, reply["pid"], reply["uid"])
+        with self._sessions_lock:
+            self._sessions[sess] = None
+        return proc
+
+    def _make_room_for_session(self, newcomer: Session) -> None:
+        """Evict least recently used idle sessions until there is room for one more live process."""
+        with self._sessions_lock:
+            victims = []
+            live = len(self._sessions)
+            for sess in list(self._sessions):
+                if live < self.max_sessions:
+                    break
+                if sess is newcomer or not sess.lock.acquire(blocking=False):
+                    continue  # busy right now: try the next least recently used
+                victims.append(sess)
+                del self._sessions[sess]
+                live -= 1
+        for sess in victims:
+            try:
+                sess.evict(f"evicted as least recently used; max_sessions={self.max_sessions}")
+            finally:
+                sess.lock.release()
+
+    def _touch_session(self, sess: Session) -> None:
+        with self._sessions_lock:
+            if sess in self._sessions:
+                self._sessions.move_to_end(sess)
+
+    def _forget_session(self, sess: Session) -> None:
+        with self._sessions_lock:
+            self._sessions.pop(sess, None)
+
+    @property
+    def live_sessions(self) -> int:
+        with self._sessions_lock:
+            return len(self._sessions)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def restart_workers(self) -> None:
+        """Kill and restart every fork server (sessions are lost). Mostly for tests and recovery."""
+        for _ in self._servers:
+            server = self._idle.get()
+            server.kill()
+            try:
+                server.start(_START_TIMEOUT)
+            finally:
+                self._idle.put(server)
+
+    @property
+    def server_pids(self) -> list[int]:
+        """Host pids of the fork servers (in user-namespace mode each is two: launcher and server)."""
+        pids: set[int] = set()
+        for server in self._servers:
+            if server.proc is not None and server.proc.poll() is None:
+                pids.add(server.proc.pid)
+                if server.hello:
+                    pids.add(int(server.hello["pid"]))
+        return sorted(pids)
+
+    def session_pids(self) -> list[int]:
+        """Host pids of the live session interpreters."""
+        with self._sessions_lock:
+            procs = [sess._proc for sess in self._sessions]
+        return [p.host_pid for p in procs if p is not None and p.alive and p.host_pid]
+
+    def stray_processes(self) -> list[tuple[int, int, str]]:
+        """(pid, uid, command) of processes of this sandbox that should not exist.
+
+        Anything a fork server forked, other than live session interpreters and what they started, and (as
+        root) any process running as one of this sandbox's uids outside a live session. Runs leave nothing:
+        a run's whole pid namespace dies with it, so this is empty between runs unless isolation failed.
+        """
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+
+        def descendants(roots: Iterable[int]) -> set[int]:
+            found: set[int] = set()
+            stack = list(roots)
+            while stack:
+                for kid in children.get(stack.pop(), ()):
+                    if kid not in found:
+                        found.add(kid)
+                        stack.append(kid)
+            return found
+
+        servers = set(self.server_pids)
+        sessions = set(self.session_pids())
+        allowed = servers | sessions | descendants(sessions)
+        suspects = descendants(servers) - allowed
+        if self._report.details.get("mode") == "root":
+            suspects |= {pid for pid, (_, uid, _) in table.items() if uid in self.uid_range} - allowed
+        return sorted((pid, table[pid][1], table[pid][2]) for pid in suspects if pid in table)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if os.getpid() != self._owner_pid:
+            return  # a forked copy: the servers belong to the parent, leave them alone
+        for sess in list(self._all_sessions):
+            with contextlib.suppress(Exception):
+                sess.close()
+        for server in self._servers:
+            server.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self._closed and os.getpid() == self._owner_pid:
+                for server in self._servers:
+                    server.kill()
+
+
+def _process_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (ppid, real uid, command line) for every process visible in /proc."""
+    table: dict[int, tuple[int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            with open(f"/proc/{entry}/status", "rb") as fh:
+                uid_line = next(line for line in fh if line.startswith(b"Uid:"))
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read(200).replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except (OSError, StopIteration):
+            continue  # exited while we looked
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        table[int(entry)] = (ppid, int(uid_line.split()[1]), cmd)
+    return table
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` passes (small helper shared with tests)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

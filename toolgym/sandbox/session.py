@@ -1,0 +1,264 @@
+"""Stateful interpreter sessions: one long-lived isolated child per trajectory, variables kept across calls.
+
+A fork server forks the session child with the same layers as a run and hands the parent four descriptors:
+the control socket, the stdout and stderr pipes and a pidfd. The parent then drives the child directly:
+it sends a snippet, pumps output with the same caps as a run, and enforces the wall timeout by SIGKILL
+through the pidfd (which kills the child's whole pid namespace). Nothing is re-executed: state lives in
+the child's memory, so a timeout, a crash or an LRU eviction loses it, and the next call says so.
+
+Replies from the child are untrusted (user code runs in that process and can write to the socket), so they
+are size-capped JSON and a malformed one ends the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from toolgym.sandbox.limits import Limits
+from toolgym.sandbox.protocol import CappedStream, FrameReader, frame_json
+from toolgym.sandbox.result import ExecResult
+
+if TYPE_CHECKING:
+    from toolgym.sandbox.local import LocalSandbox
+
+_READ_CHUNK = 1 << 16
+
+
+class SessionProcess:
+    """The parent's end of one live session child."""
+
+    def __init__(self, fds: list[int], pid: int, uid: int) -> None:
+        self.ctl, self.out, self.err, self.pidfd = fds
+        self.pid = pid
+        self.uid = uid
+        self.alive = True
+        for fd in (self.ctl, self.out, self.err):
+            os.set_blocking(fd, False)
+        self.host_pid = _pidfd_pid(self.pidfd)
+
+    def exited(self) -> bool:
+        """True if the process is gone (its pidfd polls readable)."""
+        p = select.poll()
+        p.register(self.pidfd, select.POLLIN)
+        return bool(p.poll(0))
+
+    def kill(self) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+        for fd in (self.ctl, self.out, self.err, self.pidfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def call(self, code: str, stdin: str | None, timeout: float, limits: Limits) -> dict:
+        """Run one snippet; returns the fields of an ExecResult. Kills the process on timeout/flood/death."""
+        t0 = time.monotonic()
+        pending = frame_json(json.dumps({"code": code, "stdin": stdin}).encode())
+        out, err = CappedStream(limits.max_output_bytes), CappedStream(limits.max_output_bytes)
+        streams = {self.out: out, self.err: err}
+        reader = FrameReader()
+        reply: dict | None = None
+        reason = None
+        poller = select.poll()
+        poller.register(self.ctl, select.POLLIN | select.POLLOUT)
+        for fd in (self.out, self.err, self.pidfd):
+            poller.register(fd, select.POLLIN)
+        deadline = t0 + timeout
+        while reply is None and reason is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                reason = "timeout"
+                break
+            for fd, events in poller.poll(remaining * 1000):
+                if fd == self.pidfd:
+                    reason = "died"
+                elif fd == self.ctl:
+                    if events & select.POLLOUT and pending:
+                        try:
+                            pending = pending[os.write(self.ctl, pending) :]
+                        except OSError:
+                            reason = "died"
+                            break
+                        if not pending:
+                            poller.modify(self.ctl, select.POLLIN)
+                    if events & (select.POLLIN | select.POLLHUP):
+                        data = _read(fd)
+                        if data == b"":
+                            reason = "died"
+                        elif data:
+                            frames = reader.feed(data)
+                            try:
+                                if frames:
+                                    reply = json.loads(frames[0])
+                                    if not isinstance(reply, dict):
+                                        raise ValueError("reply is not an object")
+                                elif reader.error:
+                                    raise ValueError(reader.error)
+                            except ValueError:
+                                reply, reason = None, "protocol"
+                else:
+                    data = _read(fd)
+                    if data:
+                        streams[fd].feed(data)
+                        if streams[fd].total > limits.max_output_total_bytes:
+                            reason = "output_limit"
+        # What was written before the reply is already in the pipes. Bounded: a background thread of the
+        # session may keep writing forever (its later output shows up in the next call).
+        for fd, stream in streams.items():
+            for _ in range(64):
+                data = _read(fd)
+                if not data:
+                    break
+                stream.feed(data)
+        wall = time.monotonic() - t0
+        base = {
+            "stdout": out.text(),
+            "stderr": err.text(),
+            "stdout_truncated": out.truncated,
+            "stderr_truncated": err.truncated,
+            "wall_s": wall,
+        }
+        if reason is not None:
+            self.kill()
+            lost = "the session was killed and its state is lost; the next call starts a fresh interpreter"
+            status, detail = {
+                "timeout": ("timeout", f"wall-clock limit of {timeout:g} s exceeded; {lost}"),
+                "output_limit": (
+                    "output_limit",
+                    f"output exceeded {limits.max_output_total_bytes} bytes; {lost}",
+                ),
+                "died": (
+                    "killed",
+                    "the session process died during this call (it exited, crashed or hit a resource "
+                    f"limit); {lost}",
+                ),
+                "protocol": ("error", f"the program interfered with the session channel; {lost}"),
+            }[reason]
+            return {**base, "status": status, "detail": detail}
+        assert reply is not None
+        return {**base, **_classify_reply(reply, limits)}
+
+
+def _pidfd_pid(pidfd: int) -> int | None:
+    """The pid a pidfd refers to, in our pid namespace (from /proc/self/fdinfo)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as fh:
+            for line in fh:
+                if line.startswith("Pid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _read(fd: int) -> bytes | None:
+    """Non-blocking read: bytes, b'' at EOF, None when nothing is available."""
+    try:
+        return os.read(fd, _READ_CHUNK)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _classify_reply(reply: dict, limits: Limits) -> dict:
+    exit_code = reply.get("exit_code")
+    exit_code = exit_code if isinstance(exit_code, int) else 1
+    exc = reply.get("exc")
+    cpu = reply.get("cpu_s")
+    peak = reply.get("peak")
+    fields: dict = {
+        "exit_code": exit_code,
+        "cpu_s": float(cpu) if isinstance(cpu, int | float) else 0.0,
+        "peak_memory_bytes": int(peak) if isinstance(peak, int) else None,
+    }
+    if exc == "MemoryError":
+        fields.update(status="memory", detail=f"memory limit of {limits.memory_bytes} bytes reached")
+    else:
+        fields["status"] = "ok" if exit_code == 0 else "error"
+    return fields
+
+
+class Session:
+    """A stateful interpreter for one trajectory (``sandbox.session()``). Thread-safe, one call at a time.
+
+    The child process starts on the first call. ``Limits.cpu_s`` of a session is the CPU budget of the whole
+    session (one process); ``timeout_s`` applies to each call. Output that background threads or processes
+    of the session write between calls is reported with the next call.
+    """
+
+    def __init__(self, sandbox: LocalSandbox, limits: Limits, files: dict | None) -> None:
+        self._sandbox = sandbox
+        self.limits = limits
+        self._files = files
+        self._proc: SessionProcess | None = None
+        self._lost: str | None = None
+        self._closed = False
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.alive
+
+    def run(self, code: str, *, stdin: str | None = None, timeout: float | None = None) -> ExecResult:
+        with self.lock:
+            if self._closed:
+                raise RuntimeError("session is closed")
+            reset_note = ""
+            if self._proc is not None and self._proc.alive and self._proc.exited():
+                self._proc.kill()  # died between calls (CPU budget, a background crash, server restart)
+                self._proc = None
+                self._lost = "the session process died between calls"
+                self._sandbox._forget_session(self)
+            if self._proc is None or not self._proc.alive:
+                if self._lost:
+                    reset_note = f"session was reset ({self._lost}): variables from earlier calls are gone. "
+                    self._lost = None
+                try:
+                    self._proc = self._sandbox._open_session_process(self, self.limits, self._files)
+                except Exception as exc:
+                    return self._sandbox._sandbox_error(f"{reset_note}could not start the session: {exc}")
+            self._sandbox._touch_session(self)
+            self.calls += 1
+            fields = self._proc.call(code, stdin, timeout or self.limits.timeout_s, self.limits)
+            if not self._proc.alive:
+                self._lost = f"the previous call ended with status {fields['status']}"
+                self._proc = None
+                self._sandbox._forget_session(self)
+            if reset_note:
+                fields["detail"] = (reset_note + fields.get("detail", "")).strip()
+            return ExecResult(**fields, session_reset=bool(reset_note), isolation=self._sandbox.isolation)
+
+    async def arun(self, code: str, *, stdin: str | None = None, timeout: float | None = None) -> ExecResult:
+        return await self._sandbox._bounded(lambda: self.run(code, stdin=stdin, timeout=timeout))
+
+    def evict(self, why: str) -> None:
+        """Kill the child (LRU eviction); the next call reports that state was lost."""
+        if self._proc is not None and self._proc.alive:
+            self._proc.kill()
+            self._proc = None
+            self._lost = why
+
+    def close(self) -> None:
+        with self.lock:
+            self._closed = True
+            if self._proc is not None:
+                self._proc.kill()
+                self._proc = None
+            self._sandbox._forget_session(self)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
