@@ -175,25 +175,27 @@ def _rows_to_source(rows: Iterable[Mapping[str, Any]], fields: FieldMap | None, 
     return ListSource((fields.to_task(row, i, name) for i, row in enumerate(rows)), name=name)
 
 
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, lazily; blank lines are skipped and a bad line's error names
+    the file and line number."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            yield row
+
+
 def jsonl_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> ListSource:
     """Tasks from a JSON-lines file, one object per line (blank lines ignored)."""
     path = Path(path)
-    name = name or path.stem
-
-    def rows() -> Iterator[dict[str, Any]]:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-                if not isinstance(row, dict):
-                    raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-                yield row
-
-    return _rows_to_source(rows(), fields, name)
+    return _rows_to_source(read_jsonl(path), fields, name or path.stem)
 
 
 def parquet_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> ListSource:

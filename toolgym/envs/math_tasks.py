@@ -25,7 +25,6 @@ wins when both exist), through the same ``FieldMap`` loaders as every other task
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable, Sequence
 from fractions import Fraction
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from toolgym.core.task import FieldMap, ListSource, Task, jsonl_source, parquet_source
+from toolgym.core.task import FieldMap, ListSource, Task, jsonl_source, parquet_source, read_jsonl
 from toolgym.rewards.math import gold_from_solution
 from toolgym.tools.calculator import format_number
 
@@ -238,12 +237,10 @@ def _columns(path: Path) -> list[str]:
         return list(pq.read_schema(path).names)
     if path.suffix not in (".jsonl", ".json"):
         raise ValueError(f"math tasks are read from .jsonl or .parquet files, got {path.name!r}")
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                return list(row) if isinstance(row, dict) else []
-    raise ValueError(f"{path} has no rows")
+    first = next(read_jsonl(path), None)
+    if first is None:
+        raise ValueError(f"{path} has no rows")
+    return list(first)
 
 
 def _pick(columns: Sequence[str], choices: Sequence[str], path: Path, what: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,25 +55,21 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
     requests = [EnvRequest(id=e, kwargs=_env_kwargs(args)) for e in args.env]
 
-    async def run() -> Any:
-        client, renderer = _client_and_renderer(args)
-        try:
-            return await collect(
-                requests,
-                client,
-                renderer,
-                _rollout_config(args),
-                tasks_per_env=args.episodes,
-                group_size=args.group_size,
-                concurrency=args.concurrency,
-                seed=args.seed,
-                out=args.out,
-                progress=not args.no_progress,
-            )
-        finally:
-            await client.close()
-
-    trajectories, summary = asyncio.run(run())
+    trajectories, summary = _run_with_client(
+        args,
+        lambda client, renderer: collect(
+            requests,
+            client,
+            renderer,
+            _rollout_config(args),
+            tasks_per_env=args.episodes,
+            group_size=args.group_size,
+            concurrency=args.concurrency,
+            seed=args.seed,
+            out=args.out,
+            progress=not args.no_progress,
+        ),
+    )
     print(summary.table())
     if args.out:
         print(f"{len(trajectories)} trajectories appended to {args.out}")
@@ -87,24 +84,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from toolgym.rollout.collect import EnvRequest
     from toolgym.rollout.evaluate import evaluate
 
-    async def run() -> Any:
-        client, renderer = _client_and_renderer(args)
-        try:
-            return await evaluate(
-                EnvRequest(id=args.env, kwargs=_env_kwargs(args)),
-                client,
-                renderer,
-                _rollout_config(args),
-                k=args.k,
-                num_tasks=args.tasks,
-                concurrency=args.concurrency,
-                out=args.trajectories,
-                progress=not args.no_progress,
-            )
-        finally:
-            await client.close()
-
-    report = asyncio.run(run())
+    report = _run_with_client(
+        args,
+        lambda client, renderer: evaluate(
+            EnvRequest(id=args.env, kwargs=_env_kwargs(args)),
+            client,
+            renderer,
+            _rollout_config(args),
+            k=args.k,
+            num_tasks=args.tasks,
+            concurrency=args.concurrency,
+            out=args.trajectories,
+            progress=not args.no_progress,
+        ),
+    )
     print(
         f"{report.env_id}: {report.tasks} tasks x {report.k} samples  pass@1 {report.pass_at_1:.3f}  "
         f"pass@{report.k} {report.pass_at_k:.3f}  reward {report.reward_mean:.3f}  "
@@ -114,6 +107,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         Path(args.out).write_text(report.model_dump_json(indent=2))
         print(f"report written to {args.out}")
     return 0
+
+
+def _run_with_client(args: argparse.Namespace, work: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+    """Start the client the arguments ask for, run ``work(client, renderer)``, always close the client."""
+
+    async def run() -> Any:
+        client, renderer = _client_and_renderer(args)
+        try:
+            return await work(client, renderer)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
 
 
 def _client_and_renderer(args: argparse.Namespace):

@@ -14,12 +14,13 @@ documents), so a query with no indexed word has none.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import bm25s
 
+from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
 
 _META = "toolgym_index.json"
@@ -127,19 +128,3 @@ class BM25Index:
     def search(self, query: str, topk: int = 3) -> list[Hit]:
         """The best ``topk`` documents for one query."""
         return self.retrieve([query], topk)[0]
-
-
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a corpus file, with the line number in the error of a bad line."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            yield row
