@@ -23,6 +23,7 @@ import textwrap
 import pytest
 
 from toolgym.sandbox import LocalSandbox
+from toolgym.sandbox.fsview import exposed_paths, under_tmp
 from toolgym.sandbox.local import wait_until
 
 
@@ -439,10 +440,11 @@ def test_dev_shm_is_private(sb, marker):
 
 def test_tmp_is_private_and_gone_after_the_run(sb, marker):
     host_tmp = set(os.listdir("/tmp"))
-    res = run(sb, f"import os\nprint(os.listdir('/tmp'))\nopen('/tmp/{marker}', 'w').write('x')")
-    assert res.stdout == "[]\n"  # the host's /tmp is not visible
+    python_dirs = sorted({p.split("/")[2] for p in under_tmp(exposed_paths())})  # a venv under /tmp only
+    res = run(sb, f"import os\nprint(sorted(os.listdir('/tmp')))\nopen('/tmp/{marker}', 'w').write('x')")
+    assert res.stdout == f"{python_dirs}\n"  # the host's /tmp is not visible
     assert not os.path.exists(f"/tmp/{marker}")
-    assert run(sb, "import os; print(os.listdir('/tmp'))").stdout == "[]\n"
+    assert run(sb, "import os; print(sorted(os.listdir('/tmp')))").stdout == f"{python_dirs}\n"
     assert not [n for n in set(os.listdir("/tmp")) - host_tmp if n.startswith("toolgym")]
 
 
@@ -791,3 +793,22 @@ def test_session_busy_thread_between_calls_is_bounded(sb, red_limits):
         assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"), timeout=15)
         res = sess.run("print('after')")
         assert res.session_reset and res.ok  # the CPU budget killed the session; the next call says so
+
+
+def test_the_interpreter_and_its_packages_are_read_only(sb):
+    """Wherever Python lives (also a venv under /tmp, which runs re-bind over their private /tmp), a program
+    cannot modify it: the next run, or another episode's run, would import what it planted."""
+    res = run(
+        sb,
+        """
+        import os, sys, sysconfig
+        for d in (sys.prefix, os.path.dirname(sys.executable), sysconfig.get_paths()["purelib"]):
+            try:
+                open(os.path.join(d, "planted.py"), "w").write("x = 1")
+                print("WROTE", d)
+            except OSError:
+                pass
+        print("ok")
+        """,
+    )
+    assert res.stdout == "ok\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from toolgym.sandbox import _linux as lx
 
@@ -85,9 +85,8 @@ def build_fs_view(extra: Iterable[str] = ()) -> list[str]:
             system_dirs.append(d)
     binds = [p for p in exposed_paths(extra) if not any(p == d or p.startswith(d + "/") for d in system_dirs)]
     binds = system_dirs + binds
-    under_tmp = [p for p in binds if p == "/tmp" or p.startswith("/tmp/")]
-    if under_tmp:
-        raise ViewError(f"{under_tmp[0]} is under /tmp, which each run replaces with its private tmpfs")
+    if "/tmp" in binds:
+        raise ViewError("/tmp itself is on sys.path; each run replaces it with its private tmpfs")
 
     lx.unshare(lx.CLONE_NEWNS)
     lx.mount(None, "/", None, lx.MS_REC | lx.MS_PRIVATE)
@@ -148,3 +147,26 @@ def build_fs_view(extra: Iterable[str] = ()) -> list[str]:
     lx.umount2(".", lx.MNT_DETACH)
     os.chdir("/")
     return [p for p in binds if p not in system_dirs]
+
+
+def under_tmp(paths: Iterable[str]) -> list[str]:
+    """The exposed paths that each run's private ``/tmp`` would cover (Python installed under /tmp, as in a
+    CI checkout there): runs bind them again on top of their tmpfs, read-only."""
+    return [p for p in paths if p.startswith("/tmp/")]
+
+
+def rebind_read_only(paths: Iterable[str], mount_tmpfs: Callable[[], None]) -> None:
+    """Run ``mount_tmpfs`` (which covers ``/tmp``), then re-expose ``paths`` (under /tmp) at the same place.
+
+    The paths are opened before the tmpfs hides them. A bind of a read-only mount is read-only itself, and
+    these come from the view, where every bind was remounted read-only.
+    """
+    fds = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in paths]
+    try:
+        mount_tmpfs()
+        for path, fd in fds:
+            os.makedirs(path, exist_ok=True)
+            lx.mount(f"/proc/self/fd/{fd}", path, None, lx.MS_BIND | lx.MS_REC)
+    finally:
+        for _, fd in fds:
+            os.close(fd)

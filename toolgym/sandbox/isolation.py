@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.sandbox import _linux as lx
-from toolgym.sandbox.fsview import ViewError, build_fs_view
+from toolgym.sandbox.fsview import ViewError, build_fs_view, rebind_read_only, under_tmp
 
 LAYERS: tuple[str, ...] = (
     "fs_view",
@@ -113,6 +113,7 @@ class ServerPlan:
     locked_in_server: bool = False  # no_new_privs and seccomp already in force in the server (inherited)
     pidns_fd: int = -1  # the server's own pid namespace, to restore pid_for_children after each fork
     host_tmp_base: str | None = None  # where per-run tmp dirs live when fs_view is missing
+    tmp_binds: list[str] = field(default_factory=list)  # view paths under /tmp, re-bound in each run
 
     def has(self, layer: str) -> bool:
         return layer in self.layers
@@ -245,11 +246,18 @@ def _drop_user_userns() -> None:
     lx.drop_all_capabilities()
 
 
-def _mount_run_tmpfs(limits: dict, uid: int, owner: bool) -> None:
+def _mount_run_tmpfs(limits: dict, uid: int, owner: bool, keep: list[str]) -> None:
     size = limits["disk_bytes"]
     own = f",uid={uid},gid={uid}" if owner else ""
-    lx.mount(
-        "tmpfs", "/tmp", "tmpfs", lx.MS_NOSUID | lx.MS_NODEV, f"size={size},nr_inodes=65536,mode=0700{own}"
+    rebind_read_only(
+        keep,
+        lambda: lx.mount(
+            "tmpfs",
+            "/tmp",
+            "tmpfs",
+            lx.MS_NOSUID | lx.MS_NODEV,
+            f"size={size},nr_inodes=65536,mode=0700{own}",
+        ),
     )
     shm = min(size, 64 * 1024 * 1024)
     lx.mount(
@@ -274,7 +282,9 @@ def child_steps(plan: ServerPlan, spec: ChildSpec) -> list[tuple[str, Callable[[
         if has(layer):
             steps.append((layer, lambda flag=flag: lx.unshare(flag)))
     if has("fs_view"):
-        steps.append(("fs_view", lambda: _mount_run_tmpfs(spec.limits, spec.uid, owner=root_mode)))
+        steps.append(
+            ("fs_view", lambda: _mount_run_tmpfs(spec.limits, spec.uid, owner=root_mode, keep=plan.tmp_binds))
+        )
         if has("pid_namespace"):
             steps.append(
                 (
@@ -486,7 +496,9 @@ def prepare_server(
                 layers.discard(layer)
     if plan.has("fs_view"):
         try:
-            details["fs_view"] = "exposed read-only: system dirs + " + ", ".join(build_fs_view(extra_paths))
+            exposed = build_fs_view(extra_paths)
+            plan.tmp_binds = under_tmp(exposed)
+            details["fs_view"] = "exposed read-only: system dirs + " + ", ".join(exposed)
         except (OSError, ViewError) as exc:
             missing["fs_view"] = f"{exc}"
             layers.discard("fs_view")
