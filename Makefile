@@ -34,8 +34,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/pytest -q
 
+# -s: each benchmark prints its side-by-side table (ratios measured in the same run)
 bench: $(STAMP)
-	$(BIN)/pytest benchmarks -q --benchmark-only --benchmark-columns=min,median,mean,max,ops
+	VLLM_LOGGING_LEVEL=WARNING $(BIN)/pytest benchmarks -q -s -p no:logging --benchmark-columns=min,median,max
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .benchmarks

@@ -53,7 +53,10 @@ class VariableLengthClient:
 
     def __init__(self, client):
         self.client = client
-        self.engine = client.engine
+
+    @property
+    def engine(self):
+        return self.client.engine
 
     async def generate(self, prompt_ids, sampling, request_id):
         length = min(sampling.max_tokens, turn_length(request_id))

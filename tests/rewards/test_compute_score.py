@@ -66,7 +66,8 @@ def test_malformed_requests_raise_instead_of_scoring(info, error):
 
 def test_unknown_type_message_lists_the_known_ones():
     with pytest.raises(UnknownScorer) as info:
-        get_scorer("code_tests")
+        get_scorer("no_such_scorer")
+    assert "no_such_scorer" in str(info.value)
     assert "code_tests" in str(info.value) and "math" in str(info.value)
 
 

@@ -74,7 +74,7 @@ def test_batch_keeps_the_order(client):
         (
             "/score",
             {"response": "x", "verification_info": {"type": "code_tests"}},
-            "unknown verification type",
+            "a non-empty list of test sources",
         ),
         ("/score", {"response": "\\boxed{1}", "verification_info": {"type": "math"}}, "ground_truth"),
         ("/score_batch", {"items": [{"response": "x", "verification_info": {"type": "nope"}}]}, "items[0]"),

@@ -1,7 +1,7 @@
 """toolgym/Math-v0: math problems solved with tool-integrated reasoning, judged by math-verify equivalence.
 
-The model may compute with its tools (the calculator today; ``tools=("calculator", "python")`` once the
-Python tool is registered) before it answers; the final answer is compared with ``MathVerifier``, so any
+The model may compute with its tools (the calculator by default; ``tools=("python", "calculator")`` adds the
+sandboxed Python interpreter) before it answers; the final answer is compared with ``MathVerifier``, so any
 equivalent form scores (``\\frac{3}{4}``, ``0.75``, ``3/4``). Tasks are the seeded procedural families of
 ``math_tasks`` (``families=`` picks some), or a GSM8K/MATH-style JSONL/Parquet file (``tasks="path"``), or any
 ``TaskSource``.

@@ -36,6 +36,7 @@ DATA_SOURCES: dict[str, str] = {
     "math_dapo": "math",
     "toolgym/Math-v0": "math",
     "toolgym/Calculator-v0": "numeric",
+    "toolgym/PythonCode-v0": "code_tests",
     "toolgym/Search-v0": "exact_match",
     "toolgym/SearchMultiHop-v0": "exact_match",
     **{name: "exact_match" for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique")},

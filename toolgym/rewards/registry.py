@@ -16,9 +16,11 @@ name (aliases)     verifier                                        what is judge
 ``numeric``        ``NumericVerifier`` (exact number)              last ``\\boxed{}`` / ``<answer>``
 ``exact_match``    ``QAVerifier("em")`` (SQuAD EM)                  last ``<answer>``, else the text
 ``f1``             ``QAVerifier("f1")`` (SQuAD token F1)            last ``<answer>``, else the text
+``code_tests``     ``CodeTestsVerifier`` (hidden tests, sandbox)    code in the last ``<answer>``, else
+                                                                   the text (```python fence stripped)
 =================  ==============================================  ====================================
 
-Other modules add theirs with ``register_scorer`` (the code sandbox will add ``code_tests``). An unknown type
+Other modules add theirs with ``register_scorer``. An unknown type
 is an ``UnknownScorer`` error, never a score of 0.
 """
 
@@ -149,6 +151,7 @@ def _load_builtins() -> None:
     with _builtins_lock:
         if _builtins_loaded:
             return
+        from toolgym.rewards.code import code_tests_scorer
         from toolgym.rewards.math import MathVerifier
         from toolgym.rewards.numeric import NumericVerifier
         from toolgym.rewards.qa import QAVerifier
@@ -158,6 +161,7 @@ def _load_builtins() -> None:
             ("numeric", verifier_scorer(NumericVerifier()), ()),
             ("exact_match", verifier_scorer(QAVerifier("em"), extract=None), ()),
             ("f1", verifier_scorer(QAVerifier("f1"), extract=None), ()),
+            ("code_tests", code_tests_scorer, ()),
         ]
         for name, scorer, aliases in builtins:
             if name not in _SCORERS:

