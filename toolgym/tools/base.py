@@ -54,24 +54,47 @@ class Tool(ABC):
     def run(self, args: Any) -> ToolResult:
         """Do the work on validated arguments. May raise; ``__call__`` turns exceptions into results."""
 
+    async def arun(self, args: Any) -> ToolResult:
+        """Async ``run``; the default runs it in a worker thread so the event loop stays free. Tools with a
+        native async backend (the sandbox's bounded pool) override it."""
+        return await asyncio.to_thread(self.run, args)
+
     def __call__(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
         """Validate the arguments and run. Returns an ``error`` result instead of raising."""
-        call_id = call.id if isinstance(call, ToolCall) else None
+        validated = self._validated(call)
+        if isinstance(validated, ToolResult):
+            return validated
         try:
-            args = self.validate(call)
-        except ValueError as exc:
-            return ToolResult(name=self.name, status="error", output=str(exc), call_id=call_id)
-        try:
-            result = self.run(args)
+            result = self.run(validated)
         except Exception as exc:  # a tool must never crash the episode
-            return ToolResult(
-                name=self.name, status="infra_error", output=f"{type(exc).__name__}: {exc}", call_id=call_id
-            )
-        return result.model_copy(update={"call_id": call_id}) if call_id else result
+            return self._failure(exc, call)
+        return self._with_call_id(result, call)
 
     async def acall(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
-        """Async form; the default runs ``__call__`` in a worker thread so the event loop stays free."""
-        return await asyncio.to_thread(self.__call__, call)
+        """Async ``__call__``: the same validation and error handling around ``arun``."""
+        validated = self._validated(call)
+        if isinstance(validated, ToolResult):
+            return validated
+        try:
+            result = await self.arun(validated)
+        except Exception as exc:  # a tool must never crash the episode
+            return self._failure(exc, call)
+        return self._with_call_id(result, call)
+
+    def _validated(self, call: ToolCall | dict[str, Any] | str) -> BaseModel | ToolResult:
+        try:
+            return self.validate(call)
+        except ValueError as exc:
+            return ToolResult(name=self.name, status="error", output=str(exc), call_id=_call_id(call))
+
+    def _failure(self, exc: Exception, call: ToolCall | dict[str, Any] | str) -> ToolResult:
+        output = f"{type(exc).__name__}: {exc}"
+        return ToolResult(name=self.name, status="infra_error", output=output, call_id=_call_id(call))
+
+    @staticmethod
+    def _with_call_id(result: ToolResult, call: ToolCall | dict[str, Any] | str) -> ToolResult:
+        call_id = _call_id(call)
+        return result.model_copy(update={"call_id": call_id}) if call_id else result
 
     def validate(self, call: ToolCall | dict[str, Any] | str) -> BaseModel:
         """Turn what the model sent into ``Args``; raises ``ValueError`` with a message the model can read."""
@@ -109,6 +132,10 @@ class Tool(ABC):
 
     def close(self) -> None:
         """Release every resource the tool holds."""
+
+
+def _call_id(call: ToolCall | dict[str, Any] | str) -> str | None:
+    return call.id if isinstance(call, ToolCall) else None
 
 
 ToolFactory = Callable[..., Tool]

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from toolgym.core.types import ToolCall, ToolResult
+from toolgym.core.types import ToolResult
 from toolgym.sandbox import ExecResult, Limits, LocalSandbox, Sandbox
 from toolgym.tools.base import Tool, register_tool
 
@@ -138,20 +138,9 @@ class PythonTool(Tool):
     def run(self, args: Args) -> ToolResult:
         return self._result(self._current_session().run(args.code, timeout=self.timeout))
 
-    async def acall(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
+    async def arun(self, args: Args) -> ToolResult:
         """Waits for a free sandbox worker (bounded concurrency) instead of occupying a thread."""
-        call_id = call.id if isinstance(call, ToolCall) else None
-        try:
-            args = self.validate(call)
-        except ValueError as exc:
-            return ToolResult(name=self.name, status="error", output=str(exc), call_id=call_id)
-        try:
-            res = await self._current_session().arun(args.code, timeout=self.timeout)
-        except Exception as exc:
-            return ToolResult(
-                name=self.name, status="infra_error", output=f"{type(exc).__name__}: {exc}", call_id=call_id
-            )
-        return self._result(res).model_copy(update={"call_id": call_id})
+        return self._result(await self._current_session().arun(args.code, timeout=self.timeout))
 
     def _result(self, res: ExecResult) -> ToolResult:
         status = "ok" if res.ok else "infra_error" if res.status == "sandbox_error" else "error"
