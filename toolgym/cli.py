@@ -248,6 +248,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int) -> int:
     """Real batched multi-turn rollouts on the embedded tiny model with in-process vLLM (CPU here)."""
     import asyncio
+    import os
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the demo's tables, not the engine's start-up log
 
     from toolgym.rollout import RolloutConfig, check_prefix_property, collect
     from toolgym.rollout.models import make_client, make_renderer
