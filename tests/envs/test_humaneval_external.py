@@ -17,7 +17,7 @@ import pytest
 from toolgym.core.task import Task
 from toolgym.envs.code_tasks import humaneval_source
 from toolgym.rewards.code import CodeTestsVerifier
-from toolgym.tools.python import shared_sandbox
+from toolgym.sandbox import shared_sandbox
 
 TASKS = list(humaneval_source())
 

@@ -25,8 +25,7 @@ from toolgym.rewards.code import (
 from toolgym.rewards.code_harness import BadReply, Unencodable, decode, encode
 from toolgym.rewards.compute_score import compute_score
 from toolgym.rewards.registry import BadVerificationInfo, score
-from toolgym.sandbox import ExecResult
-from toolgym.tools.python import shared_sandbox
+from toolgym.sandbox import ExecResult, shared_sandbox
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]
 

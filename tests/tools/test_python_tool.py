@@ -8,12 +8,12 @@ import asyncio
 import gymnasium as gym
 import pytest
 
-import toolgym.tools.python as python_module
+import toolgym.sandbox.shared as shared_module
 from toolgym.core.task import Task
 from toolgym.core.types import ToolCall
-from toolgym.sandbox import ExecResult
+from toolgym.sandbox import ExecResult, close_shared_sandbox, shared_sandbox
 from toolgym.tools import make_tool
-from toolgym.tools.python import PythonTool, close_shared_sandbox, render_exec_result, shared_sandbox
+from toolgym.tools.python import PythonTool, render_exec_result
 
 
 @pytest.fixture
@@ -129,22 +129,22 @@ def test_acall_runs_through_the_bounded_async_front_end(tool):
 
 def test_the_shared_sandbox_is_one_per_process_and_lazy(monkeypatch):
     assert shared_sandbox() is shared_sandbox()
-    monkeypatch.setattr(python_module, "_shared", None)  # pretend nothing started yet (restored after)
+    monkeypatch.setattr(shared_module, "_shared", None)  # pretend nothing started yet (restored after)
 
     def refuse(*args, **kwargs):
         raise AssertionError("a sandbox was started at construction")
 
-    monkeypatch.setattr(python_module, "LocalSandbox", refuse)
+    monkeypatch.setattr(shared_module, "LocalSandbox", refuse)
     env = gym.make("toolgym/PythonCode-v0")
     env.reset(seed=0)
     env.close()
     gym.make("toolgym/Math-v0", tools=("python", "calculator")).reset(seed=0)
     monkeypatch.undo()
-    monkeypatch.setattr(python_module, "_shared", None)
+    monkeypatch.setattr(shared_module, "_shared", None)
     mine = shared_sandbox()
-    assert python_module._shared[1] is mine
+    assert shared_module._shared[1] is mine
     close_shared_sandbox()
-    assert python_module._shared is None
+    assert shared_module._shared is None
 
 
 @pytest.mark.parametrize("fmt", ["xml", "markdown", "hermes"])

@@ -273,7 +273,7 @@ class _Job:
 
 
 def _session(sandbox: Any) -> Any:
-    from toolgym.tools.python import shared_sandbox  # the process-wide pool (imported late: no cycle)
+    from toolgym.sandbox import shared_sandbox  # the process-wide pool (imported late: sandbox is heavy)
 
     sb = sandbox if sandbox is not None else shared_sandbox()
     limits = sb.limits

@@ -23,6 +23,7 @@ from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.local import DEFAULT_PRELOAD, SCIENTIFIC_PRELOAD, LocalSandbox
 from toolgym.sandbox.result import STATUSES, ExecResult, IsolationReport, Status
 from toolgym.sandbox.session import Session
+from toolgym.sandbox.shared import close_shared_sandbox, shared_sandbox
 
 BACKENDS = ("local", "e2b")
 
@@ -80,6 +81,8 @@ __all__ = [
     "SandboxUnavailable",
     "Session",
     "Status",
+    "close_shared_sandbox",
     "doctor_report",
     "get_sandbox",
+    "shared_sandbox",
 ]

@@ -5,8 +5,9 @@ next, so variables, imports and definitions persist across the calls of one epis
 opened on the episode's first call and closed when the episode ends). Episodes never share state.
 
 Why one shared sandbox: a ``LocalSandbox`` is a pool of warm fork servers; starting one per env would cost
-processes and memory per env for no gain. ``shared_sandbox()`` is a process-wide pool (two workers, created
-on first use, closed at exit) that every tool and ``toolgym.rewards.code`` share unless given another.
+processes and memory per env for no gain. ``toolgym.sandbox.shared_sandbox()`` is a process-wide pool (two
+workers, created on first use, closed at exit) that every tool and ``toolgym.rewards.code`` share unless given
+another.
 
 What the model sees: stdout, then stderr if any, then a status line when the run did not end normally
 (``[timed out after 10 s; ...]``). A failure of the program (exception, non-zero exit, timeout, memory,
@@ -15,44 +16,16 @@ output flood) is ``status="error"``: the model's to fix. A failure of the sandbo
 
 from __future__ import annotations
 
-import atexit
-import os
 import threading
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from toolgym.core.types import ToolResult
-from toolgym.sandbox import ExecResult, Limits, LocalSandbox, Sandbox
+from toolgym.sandbox import ExecResult, Limits, Sandbox, shared_sandbox
 from toolgym.tools.base import Tool, register_tool
 
 DEFAULT_TIMEOUT = 10.0
-_shared: tuple[int, LocalSandbox] | None = None
-_shared_lock = threading.Lock()
-
-
-def shared_sandbox() -> LocalSandbox:
-    """The process-wide sandbox (``workers=2``), created on first use and closed at interpreter exit.
-
-    A forked child (a data-loader or rollout worker) gets its own: fork servers answer only the process
-    that started them.
-    """
-    global _shared
-    with _shared_lock:
-        if _shared is None or _shared[0] != os.getpid():
-            sb = LocalSandbox(workers=2)
-            atexit.register(sb.close)
-            _shared = (os.getpid(), sb)
-        return _shared[1]
-
-
-def close_shared_sandbox() -> None:
-    """Close the shared sandbox now (the next ``shared_sandbox()`` starts a new one)."""
-    global _shared
-    with _shared_lock:
-        if _shared is not None and _shared[0] == os.getpid():
-            _shared[1].close()
-        _shared = None
 
 
 def render_exec_result(res: ExecResult, timeout: float) -> str:
