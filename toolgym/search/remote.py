@@ -14,16 +14,14 @@ result in place of a failure.
 
 from __future__ import annotations
 
-import random
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.search.base import Hit, RetrieverError
-
-_RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 class _Retryable(Exception):
@@ -101,7 +99,7 @@ class RemoteRetriever:
             raise _Retryable(f"no reply within {self.timeout:g} s") from None
         except httpx.TransportError as exc:
             raise _Retryable(f"cannot reach it ({type(exc).__name__}: {exc})") from None
-        if response.status_code in _RETRY_STATUS:
+        if is_retryable_status(response.status_code):
             raise _Retryable(f"HTTP {response.status_code}: {_excerpt(response.text)}")
         if response.status_code != 200:
             status = f"HTTP {response.status_code}: {_excerpt(response.text)}"
@@ -114,7 +112,7 @@ class RemoteRetriever:
             ) from None
 
     def _delay(self, attempt: int) -> float:
-        return min(self.max_backoff, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        return backoff_delay(attempt, self.backoff, self.max_backoff)
 
 
 def retrieve_url(url: str) -> str:

@@ -23,9 +23,8 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.server.reward_api import BatchResult, ScoreResult
-
-RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 class RewardServerError(RuntimeError):
@@ -93,7 +92,7 @@ class RewardClient:
         last = "no attempt made"
         for attempt in range(self.retries + 1):
             if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
+                time.sleep(backoff_delay(attempt, self.backoff))
             try:
                 reply = self._http.request(method, path, json=body)
             except httpx.TransportError as exc:
@@ -106,7 +105,7 @@ class RewardClient:
                     last = "the server sent a body that is not JSON"
                     continue
             detail = _detail(reply)
-            if reply.status_code not in RETRY_STATUS:
+            if not is_retryable_status(reply.status_code):
                 raise RewardServerError(
                     f"{method} {self.url}{path} refused: HTTP {reply.status_code}: {detail}"
                 )

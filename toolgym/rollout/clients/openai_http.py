@@ -30,13 +30,13 @@ from typing import Any
 
 import httpx
 
+from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.rollout.clients.base import FinishReason, Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
 
 __all__ = ["OpenAICompletionsClient", "completion_request", "parse_completion"]
 
 #: 4xx statuses that mean "not now" rather than "never": request timeout, too many requests.
-_RETRYABLE_4XX = frozenset({408, 429})
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -121,7 +121,7 @@ class OpenAICompletionsClient:
         cause, last_exc, last_status = "", None, None
         for attempt in range(attempts):
             if attempt:
-                await asyncio.sleep(self.backoff * 2 ** (attempt - 1) * self._rng.uniform(0.5, 1.0))
+                await asyncio.sleep(backoff_delay(attempt, self.backoff, rng=self._rng))
             # a distinct id per attempt: the server may still be running the attempt that timed out
             headers = {"X-Request-Id": request_id if attempt == 0 else f"{request_id}-retry{attempt}"}
             try:
@@ -134,7 +134,7 @@ class OpenAICompletionsClient:
                 cause, last_exc, last_status = f"{type(exc).__name__}: {exc}", exc, None
                 continue
             status = resp.status_code
-            if status >= 500 or status in _RETRYABLE_4XX:
+            if is_retryable_status(status):
                 cause, last_exc, last_status = f"HTTP {status}: {_error_message(resp)}", None, status
                 continue
             if status >= 400:
