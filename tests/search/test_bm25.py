@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
-from toolgym.search.bm25 import BM25Index, read_jsonl
+from toolgym.search.bm25 import BM25Index
 from toolgym.search.world import KnowledgeWorld
 
 

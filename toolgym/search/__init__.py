@@ -15,7 +15,6 @@ _EXPORTS = {
     "Retriever": "base",
     "RetrieverError": "base",
     "BM25Index": "bm25",
-    "read_jsonl": "bm25",
     "QA_FIELDS": "qa_files",
     "qa_source": "qa_files",
     "RemoteRetriever": "remote",
