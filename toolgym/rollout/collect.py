@@ -185,6 +185,7 @@ async def collect(
     sink = Path(out).open("a", encoding="utf-8") if out else None  # noqa: SIM115 - closed in the finally below
     bar = _progress_bar(len(jobs), progress)
     results: list[Trajectory] = []
+    drawn: dict[str, asyncio.Future[Task]] = {}  # one task draw per group, shared by its samples
 
     async def one(req: EnvRequest, task_index: int, task: Task | None, sample: int) -> None:
         async with semaphore:
@@ -193,9 +194,10 @@ async def collect(
             group = f"{req.id}#{task_index}"
             try:
                 if task is None:
-                    task = await asyncio.get_running_loop().run_in_executor(
-                        executor, _draw_task, env, task_seed
-                    )
+                    if group not in drawn:
+                        loop = asyncio.get_running_loop()
+                        drawn[group] = loop.run_in_executor(executor, _draw_task, env, task_seed)
+                    task = await drawn[group]
                 traj = await run_episode(
                     env,
                     tracked,
