@@ -7,10 +7,9 @@ import gymnasium as gym
 import pytest
 
 import toolgym
-from toolgym.core.types import ToolCall, ToolResult
+from toolgym.core.types import ToolResult
 from toolgym.rollout import (
     ChatRenderer,
-    Generation,
     RolloutConfig,
     TemplateError,
     check_prefix_property,
@@ -18,27 +17,7 @@ from toolgym.rollout import (
     load_trajectories,
     run_episode,
 )
-from toolgym.testing.scripted import oracle_script
-
-
-class ScriptedClient:
-    """Answers each generate call with the next scripted text, tokenized, then the end-of-turn token."""
-
-    def __init__(self, renderer: ChatRenderer, texts: list[str]):
-        self.renderer = renderer
-        self.texts = list(texts)
-        self.generated: list[list[int]] = []
-        self.prompts: list[list[int]] = []
-
-    async def generate(self, prompt_ids, sampling, request_id):
-        self.prompts.append(list(prompt_ids))
-        eos = self.renderer.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        ids = [*self.renderer.encode(self.texts.pop(0)), eos]
-        self.generated.append(ids)
-        return Generation(token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop")
-
-    async def close(self):
-        pass
+from toolgym.testing.scripted import ScriptedClient, oracle_script, script_texts
 
 
 class RecordingClient:
@@ -58,9 +37,7 @@ class RecordingClient:
 
 
 def _oracle_texts(env):
-    parser = env.unwrapped.parser
-    script = oracle_script(env.spec.id, env.unwrapped.task)
-    return [parser.format_call(s) if isinstance(s, ToolCall) else parser.format_answer(s) for s in script]
+    return script_texts(env, oracle_script(env.spec.id, env.unwrapped.task))
 
 
 def _assert_token_faithful(traj, generated, renderer):
@@ -126,9 +103,10 @@ def test_observation_tokens_that_overflow_the_budget_end_the_episode(renderer):
     budget = len(renderer.encode(texts[0])) + 5
     config = RolloutConfig(max_response_tokens=budget)
     traj = asyncio.run(run_episode(env, client, renderer, config, options={"task": env.unwrapped.task}))
-    assert traj.stop_reason == "length" and traj.reward == 0.0
-    assert len(traj.response_ids) == budget
-    assert traj.response_mask[-1] == 0
+    assert traj.stop_reason == "length" and traj.reward == 0.0 and traj.trainable
+    # the observation that did not fit is dropped: the response ends on the model's own last token
+    assert traj.response_ids == client.generated[0] and traj.response_mask == [1] * len(client.generated[0])
+    assert len(traj.response_ids) <= budget
 
 
 def test_preflight_accepts_the_tiny_template_and_flags_think_stripping(renderer):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 
 class _Frozen(BaseModel):
@@ -99,7 +99,11 @@ class Trajectory(BaseModel):
     """An episode. The env fills the text level (``messages``, ``turns``, ``verdict``); the episode runner
     (``toolgym.rollout``) adds the token level: ``response_ids`` holds every token after the prompt, the
     generated ones exactly as sampled (mask 1, with their logprobs) and template/observation ones with mask 0
-    (logprob 0).
+    (logprob 0). ``logprobs`` is ``None`` when the engine was asked not to compute them.
+
+    An episode that failed (engine or env error, prompt over its cap) has ``error`` set, ``stop_reason``
+    ``error``, its prompt and whatever was generated, and an all-zero mask; ``trainable`` is False for it and
+    for an episode whose verifier failed, so a trainer never learns from a reward that judged nothing.
     """
 
     task_id: str
@@ -113,7 +117,7 @@ class Trajectory(BaseModel):
     prompt_ids: list[int] = Field(default_factory=list)
     response_ids: list[int] = Field(default_factory=list)
     response_mask: list[int] = Field(default_factory=list)
-    logprobs: list[float] = Field(default_factory=list)
+    logprobs: list[float] | None = Field(default_factory=list)
     #: GRPO bookkeeping: samples of one task share ``group`` and differ in ``sample``
     group: str | None = None
     sample: int = 0
@@ -139,5 +143,16 @@ class Trajectory(BaseModel):
         return sum(not r.ok for t in self.turns for r in t.tool_results)
 
     @property
+    def infra_errors(self) -> int:
+        """Tool calls that failed through our fault (sandbox down, retriever unreachable), not the model's."""
+        return sum(r.status == "infra_error" for t in self.turns for r in t.tool_results)
+
+    @property
     def generated_tokens(self) -> int:
         return sum(self.response_mask)
+
+    @computed_field  # serialized, so a JSONL reader sees it without recomputing
+    @property
+    def trainable(self) -> bool:
+        """False when the reward judges nothing: the episode failed, or its verifier did."""
+        return self.error is None and not (self.verdict is not None and self.verdict.error)

@@ -15,23 +15,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation, LLMClient, Sampling
 from toolgym.rollout.episode import RolloutConfig, run_episode
-
-
-class EnvRequest(BaseModel):
-    """An env to roll out: its id and ``gym.make`` kwargs."""
-
-    id: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
+from toolgym.rollout.pool import EnvPool, EnvRequest, draw_task
 
 
 class EnvSummary(BaseModel):
@@ -115,29 +108,6 @@ class InFlightClient:
         await self.client.close()
 
 
-class _EnvPool:
-    """Env instances per id, reused across episodes (one episode per instance at a time)."""
-
-    def __init__(self, requests: Sequence[EnvRequest]):
-        self.requests = {r.id: r for r in requests}
-        self.free: dict[str, list[gym.Env]] = defaultdict(list)
-        self.all: list[gym.Env] = []
-
-    def acquire(self, env_id: str) -> gym.Env:
-        if self.free[env_id]:
-            return self.free[env_id].pop()
-        env = gym.make(env_id, **self.requests[env_id].kwargs)
-        self.all.append(env)
-        return env
-
-    def release(self, env_id: str, env: gym.Env) -> None:
-        self.free[env_id].append(env)
-
-    def close(self) -> None:
-        for env in self.all:
-            env.close()
-
-
 async def collect(
     envs: Sequence[EnvRequest | str],
     client: LLMClient,
@@ -178,7 +148,7 @@ async def collect(
         for sample in range(group_size)
     ]
 
-    pool = _EnvPool(requests)
+    pool = EnvPool()
     tracked = InFlightClient(client)
     semaphore = asyncio.Semaphore(concurrency)
     executor = ThreadPoolExecutor(max_workers=min(concurrency, 64), thread_name_prefix="toolgym-env")
@@ -189,14 +159,14 @@ async def collect(
 
     async def one(req: EnvRequest, task_index: int, task: Task | None, sample: int) -> None:
         async with semaphore:
-            env = pool.acquire(req.id)
+            env = pool.acquire(req.id, req.kwargs)
             task_seed = seed + task_index
             group = f"{req.id}#{task_index}"
             try:
                 if task is None:
                     if group not in drawn:
                         loop = asyncio.get_running_loop()
-                        drawn[group] = loop.run_in_executor(executor, _draw_task, env, task_seed)
+                        drawn[group] = loop.run_in_executor(executor, draw_task, env, task_seed)
                     task = await drawn[group]
                 traj = await run_episode(
                     env,
@@ -209,14 +179,10 @@ async def collect(
                     sampling_seed=task_seed * 1000 + sample * 100,
                     executor=executor,
                 )
-            except Exception as exc:  # recorded and counted, not lost
-                traj = Trajectory(
-                    task_id=task.id if task is not None else "?",
-                    stop_reason="error",
-                    error=f"{type(exc).__name__}: {exc}",
-                )
+            except Exception as exc:  # the task draw failed: recorded and counted, not lost
+                traj = Trajectory(task_id="?", stop_reason="error", error=f"{type(exc).__name__}: {exc}")
             finally:
-                pool.release(req.id, env)
+                pool.release(env)
             traj = traj.model_copy(update={"env_id": req.id, "group": group, "sample": sample})
             results.append(traj)
             if sink is not None:
@@ -239,11 +205,6 @@ async def collect(
         pool.close()
         executor.shutdown(wait=False)
     return results, summarize(results, wall, tracked.idle_s)
-
-
-def _draw_task(env: gym.Env, task_seed: int) -> Task:
-    env.reset(seed=task_seed)
-    return env.unwrapped.task
 
 
 def summarize(trajectories: Sequence[Trajectory], wall_s: float, idle_s: float = 0.0) -> Summary:

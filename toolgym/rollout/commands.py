@@ -51,7 +51,8 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_rollout(args: argparse.Namespace) -> int:
-    from toolgym.rollout.collect import EnvRequest, collect
+    from toolgym.rollout.collect import collect
+    from toolgym.rollout.pool import EnvRequest
 
     requests = [EnvRequest(id=e, kwargs=_env_kwargs(args)) for e in args.env]
 
@@ -81,8 +82,8 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from toolgym.rollout.collect import EnvRequest
     from toolgym.rollout.evaluate import evaluate
+    from toolgym.rollout.pool import EnvRequest
 
     report = _run_with_client(
         args,

@@ -15,8 +15,9 @@ from pydantic import BaseModel
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
-from toolgym.rollout.collect import EnvRequest, collect
+from toolgym.rollout.collect import collect
 from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.pool import EnvRequest
 
 
 class TaskScore(BaseModel):

@@ -8,9 +8,9 @@ trajectories faithful for PPO/GRPO.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Sampling(BaseModel):
@@ -22,9 +22,13 @@ class Sampling(BaseModel):
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     top_k: int = -1
+    repetition_penalty: float = Field(1.0, gt=0.0)
     #: strings that end the turn; the stop string is kept in the output (the parser needs the closing tag)
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    #: engine-specific sampling fields passed through as they are (vLLM ``SamplingParams`` names, e.g.
+    #: ``min_p``, ``presence_penalty``); a backend that cannot honour one raises ``ClientError``
+    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 FinishReason = Literal["stop", "length", "abort", "error"]
@@ -34,19 +38,32 @@ class Generation(BaseModel):
     """One completion: the sampled ids, one logprob per id, and why it ended.
 
     ``finish_reason`` is ``stop`` for an EOS token or a stop string (``stop_text`` then says which string) and
-    ``length`` when ``max_tokens`` ran out.
+    ``length`` when ``max_tokens`` ran out. ``logprobs`` is ``None`` only when the engine was asked not to
+    compute them (verl with ``calculate_log_probs=False``); otherwise there is exactly one per token.
     """
 
     model_config = ConfigDict(frozen=True)
 
     token_ids: list[int]
-    logprobs: list[float]
+    logprobs: list[float] | None
     finish_reason: FinishReason
     stop_text: str | None = None
+
+    @model_validator(mode="after")
+    def _one_logprob_per_token(self) -> Generation:
+        if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"{len(self.token_ids)} token ids but {len(self.logprobs)} logprobs: need one per token"
+            )
+        return self
 
 
 @runtime_checkable
 class LLMClient(Protocol):
+    """``request_id`` names the episode (a session), not the call: the runner passes the same id on every
+    turn, so a router can send an episode's turns to one server and reuse its prefix cache. A client whose
+    engine needs a unique id per request derives one from it."""
+
     async def generate(self, prompt_ids: list[int], sampling: Sampling, request_id: str) -> Generation: ...
 
     async def close(self) -> None: ...

@@ -14,8 +14,10 @@ How it behaves, and why:
 - **Logprobs** are ``log_softmax`` of the model's *raw* logits (float32) for the sampled token, i.e. before
   temperature, top-k or top-p. That is vLLM's default ``logprobs_mode="raw_logprobs"``, so this client, the
   HTTP client and the in-process vLLM client report the same quantity.
-- **Sampling**: temperature 0 is greedy (argmax of the raw logits); otherwise logits / temperature, then
-  top-k, then top-p (vLLM's order), then one draw from the request's own ``torch.Generator``.
+- **Sampling**: the repetition penalty (transformers' ``RepetitionPenaltyLogitsProcessor`` over prompt and
+  output, as vLLM applies it) first; then temperature 0 is greedy (argmax); otherwise logits / temperature,
+  then top-k, then top-p (vLLM's order), then one draw from the request's own ``torch.Generator``.
+  ``Sampling.extra`` (engine-specific fields) is refused: this loop implements none of them.
 - **Seeds** never touch the global RNG: each request gets a private generator, seeded with ``seed`` (or from
   OS entropy when ``None``), so seeding one request neither reseeds the process nor changes what
   concurrent requests sample. The same seed gives the same tokens whenever the logits are the same (a
@@ -181,7 +183,7 @@ class HFClient:
             for i, row in enumerate(rows):
                 if row.finish_reason is not None:
                     continue
-                token = _sample(logits[i], row.request.sampling, row.generator)
+                token = _sample(_penalized(logits[i], row), row.request.sampling, row.generator)
                 row.token_ids.append(token)
                 row.logprobs.append(float(logprobs[i, token]))
                 next_ids[i] = token
@@ -227,6 +229,11 @@ class HFClient:
 
     def _check_prompt(self, prompt_ids: list[int], sampling: Sampling) -> None:
         """Reject what the engines reject too, before it can fail a whole batch."""
+        if sampling.extra:
+            raise ClientError(
+                f"the HF backend supports no engine-specific sampling fields (Sampling.extra: "
+                f"{sorted(sampling.extra)}); use the vLLM backend or a server for them"
+            )
         if not prompt_ids:
             raise ClientError("the prompt is empty")
         bad = [t for t in prompt_ids if not 0 <= t < self.vocab_size]
@@ -237,6 +244,17 @@ class HFClient:
                 f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) exceeds the "
                 f"model's maximum length {self.max_length}"
             )
+
+
+def _penalized(logits: torch.Tensor, row: _Row) -> torch.Tensor:
+    """The row's logits with its repetition penalty applied to every token of its prompt and output."""
+    penalty = row.request.sampling.repetition_penalty
+    if penalty == 1.0:
+        return logits
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    seen = torch.tensor([row.request.prompt_ids + row.token_ids], device=logits.device)
+    return RepetitionPenaltyLogitsProcessor(penalty)(seen, logits[None].clone())[0]
 
 
 def _sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:

@@ -168,7 +168,7 @@ def completion_request(prompt_ids: list[int], sampling: Sampling, model: str) ->
         "top_p": sampling.top_p,
         "top_k": sampling.top_k if sampling.top_k > 0 else -1,
         "min_p": 0.0,
-        "repetition_penalty": 1.0,
+        "repetition_penalty": sampling.repetition_penalty,
         "presence_penalty": 0.0,
         "frequency_penalty": 0.0,
         "stop": list(sampling.stop),
@@ -182,6 +182,11 @@ def completion_request(prompt_ids: list[int], sampling: Sampling, model: str) ->
     }
     if sampling.seed is not None:
         body["seed"] = sampling.seed
+    # the neutral penalties above are defaults (they stop a server applying its own); the rest is protocol
+    clash = sorted(set(sampling.extra) & (set(body) - {"min_p", "presence_penalty", "frequency_penalty"}))
+    if clash:
+        raise ClientError(f"Sampling.extra may not override {clash}: set them as Sampling fields")
+    body.update(sampling.extra)
     return body
 
 

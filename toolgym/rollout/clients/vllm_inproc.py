@@ -8,6 +8,7 @@ default cumulative outputs and logprobs, vLLM re-sends the growing output on eve
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -79,13 +80,18 @@ class VLLMClient:
         )
         self.engine = AsyncLLM.from_engine_args(args)
         self._closed = False
+        self._calls = itertools.count()
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling, request_id: str) -> Generation:
         from vllm.inputs import TokensPrompt
 
+        if self.engine is None:
+            raise ClientError("the vLLM client is closed")
+        # ``request_id`` names the episode; vLLM needs each request's id to be unique
+        call_id = f"{request_id}-{next(self._calls)}"
         final = None
         async for out in self.engine.generate(
-            TokensPrompt(prompt_token_ids=list(prompt_ids)), _vllm_sampling(sampling), request_id=request_id
+            TokensPrompt(prompt_token_ids=list(prompt_ids)), _vllm_sampling(sampling), request_id=call_id
         ):
             final = out
         if final is None or not final.outputs:
@@ -121,11 +127,22 @@ def _vllm_sampling(sampling: Sampling) -> Any:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    return SamplingParams(
+    try:
+        return SamplingParams(**vllm_sampling_kwargs(sampling), output_kind=RequestOutputKind.FINAL_ONLY)
+    except (TypeError, ValueError) as exc:
+        raise ClientError(f"vLLM rejected the sampling settings: {exc}") from exc
+
+
+def vllm_sampling_kwargs(sampling: Sampling) -> dict[str, Any]:
+    """``SamplingParams`` keyword arguments for one turn: what toolgym needs of every vLLM request (the stop
+    string kept, special tokens matched, one logprob per sampled token), plus ``Sampling.extra``. The verl
+    adapter sends the same fields to verl's vLLM server."""
+    fields: dict[str, Any] = dict(
         max_tokens=sampling.max_tokens,
         temperature=sampling.temperature,
         top_p=sampling.top_p,
         top_k=sampling.top_k,
+        repetition_penalty=sampling.repetition_penalty,
         stop=list(sampling.stop) or None,
         include_stop_str_in_output=True,
         # match stop strings on text that includes special tokens, as the HTTP and HF clients do
@@ -135,8 +152,12 @@ def _vllm_sampling(sampling: Sampling) -> Any:
         detokenize=bool(sampling.stop),
         seed=sampling.seed,
         logprobs=0,
-        output_kind=RequestOutputKind.FINAL_ONLY,
     )
+    clash = sorted(set(sampling.extra) & set(fields))
+    if clash:
+        raise ClientError(f"Sampling.extra may not override {clash}: set them as Sampling fields")
+    fields.update(sampling.extra)
+    return fields
 
 
 def _cpu_defaults() -> bool:

@@ -1,0 +1,112 @@
+"""Env instances for many concurrent episodes, and a group's task: what the collector and the trainer
+adapters share.
+
+An env runs one episode at a time, and building one can be costly (a search index, a sandbox session pool),
+so episodes borrow instances from an :class:`EnvPool` and give them back. Instances are keyed by env id *and*
+kwargs: a verl batch can mix ``Math-v0`` rows with different ``max_turns``. A GRPO group's samples must see
+the same task: :func:`draw_task` draws it once, and each sample then resets with ``options={"task": task}``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel, Field
+
+from toolgym.core.task import Task
+
+
+class EnvRequest(BaseModel):
+    """An env to roll out: its id, its ``gym.make`` kwargs and, in a mix of envs, its share (``weight``)."""
+
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, gt=0.0)
+
+
+def env_key(env_id: str, kwargs: Mapping[str, Any] | None = None) -> str:
+    """One string per (env id, kwargs), the same whatever the kwargs' order."""
+    return env_id + json.dumps(dict(kwargs or {}), sort_keys=True, default=str)
+
+
+class EnvPool:
+    """Env instances per (id, kwargs), reused across episodes; safe to use from several threads.
+
+    ``lease`` (a context manager) or ``acquire``/``release`` hand out an instance no other episode holds.
+    ``max_idle`` bounds the instances kept per key once returned (extra ones are closed).
+    """
+
+    def __init__(self, max_idle: int | None = None):
+        self.max_idle = max_idle
+        self._free: dict[str, list[gym.Env]] = defaultdict(list)
+        self._envs: dict[int, gym.Env] = {}  # every env this pool made and has not closed, by id()
+        self._keys: dict[int, str] = {}  # id(env) -> its key
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def acquire(self, env_id: str, kwargs: Mapping[str, Any] | None = None) -> gym.Env:
+        key = env_key(env_id, kwargs)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the env pool is closed")
+            if self._free[key]:
+                return self._free[key].pop()
+        env = gym.make(env_id, **dict(kwargs or {}))  # outside the lock: building an env can take seconds
+        with self._lock:
+            self._keys[id(env)] = key
+            self._envs[id(env)] = env
+        return env
+
+    def release(self, env: gym.Env) -> None:
+        with self._lock:
+            if self._closed:  # close() already closed it
+                return
+            key = self._keys.get(id(env))
+            if key is None:
+                raise ValueError("this env was not made by this pool")
+            keep = self.max_idle is None or len(self._free[key]) < self.max_idle
+            if keep:
+                self._free[key].append(env)
+            else:
+                del self._keys[id(env)], self._envs[id(env)]
+        if not keep:
+            env.close()
+
+    @contextmanager
+    def lease(self, env_id: str, kwargs: Mapping[str, Any] | None = None) -> Iterator[gym.Env]:
+        env = self.acquire(env_id, kwargs)
+        try:
+            yield env
+        finally:
+            self.release(env)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            envs = list(self._envs.values())
+            self._envs.clear()
+            self._keys.clear()
+            self._free.clear()
+        for env in envs:
+            env.close()
+
+    def __len__(self) -> int:
+        """Env instances alive (leased or idle)."""
+        return len(self._envs)
+
+
+def draw_task(env: gym.Env, seed: int) -> Task:
+    """The task ``env.reset(seed=seed)`` draws: run once per GRPO group, then pin it for every sample."""
+    env.reset(seed=seed)
+    task = env.unwrapped.task
+    assert task is not None
+    return task
+
+
+__all__ = ["EnvPool", "EnvRequest", "draw_task", "env_key"]
