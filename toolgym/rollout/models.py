@@ -27,18 +27,20 @@ def load_tokenizer(model: str) -> Any:
 def make_renderer(model: str, **kwargs: Any) -> ChatRenderer:
     """A renderer whose end-of-turn ids include every EOS id of the model's generation config."""
     path = resolve_model(model)
-    tokenizer = load_tokenizer(path)
-    eos = set()
+    renderer = ChatRenderer(load_tokenizer(path), **kwargs)
+    renderer.eos_ids |= generation_eos_ids(path)
+    return renderer
+
+
+def generation_eos_ids(model: str) -> set[int]:
+    """The EOS ids in the model's ``generation_config.json`` (models often end turns with more than one)."""
     try:
         from transformers import GenerationConfig
 
-        cfg_eos = GenerationConfig.from_pretrained(path).eos_token_id
-        eos = set(cfg_eos if isinstance(cfg_eos, list) else [cfg_eos] if cfg_eos is not None else [])
-    except OSError:
-        pass
-    renderer = ChatRenderer(tokenizer, **kwargs)
-    renderer.eos_ids |= eos
-    return renderer
+        eos = GenerationConfig.from_pretrained(resolve_model(model)).eos_token_id
+    except OSError:  # no generation config
+        return set()
+    return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
 
 def make_client(

