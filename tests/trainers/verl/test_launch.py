@@ -1,0 +1,258 @@
+"""``toolgym train``: the YAML -> verl overrides mapping, composed against verl's real Hydra config.
+
+Every example config is composed once with Hydra's compose API on verl's packaged config (an override verl
+does not know fails there) and put through verl's own ``validate_config``; the CLI path is exercised for the
+dry run, a typo, and a real run whose final ``python -m verl.trainer.main_ppo`` is replaced (no GPU here).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from toolgym.cli import main
+from toolgym.trainers.verl_adapter import agent_loop_config_path, launch
+from toolgym.trainers.verl_adapter.config import load_train_config
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+
+def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _command_overrides(stdout: str) -> list[str]:
+    """The overrides of the printed command, parsed as a shell would."""
+    tokens = shlex.split(stdout.replace("\\\n", " "))
+    assert tokens[1:3] == ["-m", "verl.trainer.main_ppo"]
+    return tokens[3:]
+
+
+def test_the_examples_cover_every_documented_run():
+    names = {p.stem for p in EXAMPLE_FILES}
+    assert {"math", "python-code", "search", "mixed", "tiny-cpu"} <= names
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+def test_example_composes_against_verls_config(path, tmp_path):
+    cfg = load_train_config(path)
+    plan = launch.plan_run(cfg, tmp_path / "run")
+    composed = launch.compose(plan.overrides)
+
+    rollout, data = composed.actor_rollout_ref.rollout, composed.data
+    assert (rollout.name, rollout.mode) == ("vllm", "async")
+    assert rollout.agent.default_agent_loop == "toolgym"
+    expected_loop = (
+        tmp_path / "run" / "agent_loops.yaml" if cfg.agent_loop_kwargs() else agent_loop_config_path()
+    )
+    assert Path(rollout.agent.agent_loop_config_path) == Path(expected_loop)
+    assert data.return_raw_chat is True
+    assert data.max_prompt_length == rollout.prompt_length == cfg.max_prompt_length
+    assert data.max_response_length == rollout.response_length == cfg.max_response_length
+    assert rollout.max_model_len >= cfg.max_prompt_length + cfg.max_response_length
+    assert Path(data.train_files) == tmp_path / "run" / "train.parquet"
+    assert Path(data.val_files) == tmp_path / "run" / "val.parquet"
+    assert data.train_batch_size == cfg.train_batch_size and rollout.n == cfg.group_size
+    assert composed.algorithm.adv_estimator == {"grpo": "grpo", "ppo": "gae"}[cfg.algorithm]
+    assert composed.actor_rollout_ref.actor.use_kl_loss is (cfg.algorithm == "grpo")
+    assert composed.trainer.n_gpus_per_node == cfg.gpus_per_node and composed.trainer.nnodes == cfg.nodes
+    assert composed.actor_rollout_ref.model.override_config.attn_implementation in (
+        "flash_attention_2",
+        "sdpa",
+    )
+    assert Path(composed.actor_rollout_ref.model.path).exists() == (cfg.model == "tiny")
+    assert not (tmp_path / "run").exists(), "planning and composing must write nothing"
+
+
+def test_cli_dry_run_prints_the_command_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["train", "--config", str(EXAMPLES / "math.yaml"), "--dry-run", "--out", str(out)]
+    assert main([*args, "--", "trainer.save_freq=7", "+trainer.extra_note=hello"]) == 0
+
+    captured = capsys.readouterr()
+    overrides = _command_overrides(captured.out)
+    keys = [launch.override_key(o) for o in overrides]
+    assert len(keys) == len(set(keys)), "each key is set once"
+    assert "trainer.save_freq=7" in overrides and "trainer.save_freq=-1" not in overrides
+    assert overrides[-1] == "+trainer.extra_note=hello"
+    assert f"data.train_files={out / 'train.parquet'}" in overrides
+    assert "actor_rollout_ref.rollout.max_model_len=3072" in overrides
+    assert "accepts all" in captured.err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        # a key verl does not have: Hydra's own error, with the fix
+        ("actor_rollout_ref.rollout.nme=vllm", ["rejected an override", "rollout.nme", "prefix it with +"]),
+        # a value of the wrong type (verl's YAML has no schema, so Hydra alone would accept it)
+        ("data.train_batch_size=lots", ["data.train_batch_size must be an integer", "'lots'"]),
+    ],
+    ids=["unknown-key", "wrong-type"],
+)
+def test_a_bad_override_fails_the_dry_run_with_a_clear_message(tmp_path, capsys, override, expected):
+    args = ["train", "--config", str(EXAMPLES / "math.yaml"), "--dry-run", "--out", str(tmp_path)]
+    assert main([*args, "--", override]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("toolgym train: error: ")
+    assert captured.out == ""
+    for part in expected:
+        assert part in captured.err
+
+
+def test_verls_own_checks_run_in_the_dry_run(tmp_path):
+    # 3 prompts x 1 sample cannot be split over 2 GPUs: verl's validate_config says so before any GPU starts
+    text = "model: tiny\nenvs: [{id: toolgym/Calculator-v0}]\ntrain_batch_size: 3\ngroup_size: 1\n"
+    text += "gpus_per_node: 2\n"
+    plan = launch.plan_run(load_train_config(_write(tmp_path, text)), tmp_path / "run")
+    with pytest.raises(ValueError, match=r"verl's config checks failed: real_train_batch_size \(3\)"):
+        launch.compose(plan.overrides)
+
+
+def test_overriding_one_length_alone_is_refused(tmp_path):
+    plan = launch.plan_run(
+        load_train_config(EXAMPLES / "math.yaml"), tmp_path, ["data.max_response_length=4096"]
+    )
+    with pytest.raises(
+        ValueError, match=r"response_length \(2048\) != data.max_response_length \(4096\).*toolgym"
+    ):
+        launch.compose(plan.overrides)
+
+
+def test_awkward_strings_reach_verl_unchanged(tmp_path):
+    text = (
+        "model: tiny\nenvs: [{id: toolgym/Calculator-v0}]\nexperiment: 'run 1, take=2'\nproject: '1.5'\n"
+        f"checkpoint_dir: '{tmp_path}/my ckpts'\nlogger: console\n"
+    )
+    composed = launch.compose(
+        launch.plan_run(load_train_config(_write(tmp_path, text)), tmp_path / "r").overrides
+    )
+    assert composed.trainer.experiment_name == "run 1, take=2"
+    assert composed.trainer.project_name == "1.5"
+    assert composed.trainer.default_local_dir == f"{tmp_path}/my ckpts"
+    assert list(composed.trainer.logger) == ["console"]
+
+
+def test_hydra_reads_back_every_string_the_launcher_writes():
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for text in [
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        "a b, c=d",
+        "1.5",
+        "true",
+        "~/models",
+        "it's",
+        "C:\\x\\",
+        "a\\'b",
+    ]:
+        assert parser.parse_override(f"k={launch.hydra_value(text)}").value() == text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\nlerning_rate: 1e-6\n",
+            ["lerning_rate: unknown key", "`learning_rate`", "verl_overrides"],
+        ),
+        ("model: m\nenvs: [{id: toolgym/Math-v0, kwrgs: {}}]\n", ["envs.0.kwrgs: unknown key", "`kwargs`"]),
+        ("envs: [{id: toolgym/Math-v0}]\n", ["model: required"]),
+        ("model: m\nenvs: []\n", ["envs: List should have at least 1 item"]),
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\nlogger: [console, slack]\n",
+            ["logger.1", "'console', 'wandb' or 'tensorboard'"],
+        ),
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\nalgorithm: ppo\nattn_implementation: sdpa\n",
+            ["critic with flash_attention_2"],
+        ),
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\ntrain_rows: 8\ntrain_batch_size: 16\n",
+            ["raise train_rows"],
+        ),
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\nverl_overrides: [trainer.save_freq]\n",
+            ["write key=value"],
+        ),
+        ("- model: m\n", ["must be a YAML mapping"]),
+    ],
+    ids=["typo", "env-typo", "missing", "no-envs", "logger", "ppo-sdpa", "rows", "override", "not-a-mapping"],
+)
+def test_bad_configs_name_the_key_and_the_fix(tmp_path, text, expected):
+    with pytest.raises(ValueError) as info:
+        load_train_config(_write(tmp_path, text))
+    message = str(info.value)
+    assert message.startswith(str(tmp_path / "run.yaml"))
+    for part in expected:
+        assert part in message
+
+
+def test_an_unknown_env_id_suggests_the_registered_one(tmp_path):
+    cfg = load_train_config(_write(tmp_path, "model: tiny\nenvs: [{id: toolgym/Mat-v0}]\n"))
+    with pytest.raises(
+        ValueError, match=r"envs.0.id: unknown env 'toolgym/Mat-v0'; did you mean toolgym/Math-v0"
+    ):
+        launch.plan_run(cfg, tmp_path)
+
+
+def test_a_real_run_exports_the_data_then_runs_verl_and_keeps_its_exit_status(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_verl(command):  # verl cannot train on this CPU machine; everything before it is real
+        ran.append(command)
+        return 3
+
+    monkeypatch.setattr(launch, "run_verl", fake_verl)
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(EXAMPLES / "tiny-cpu.yaml"), "--out", str(out)]) == 3
+
+    cfg = load_train_config(EXAMPLES / "tiny-cpu.yaml")
+    (command,) = ran
+    assert command[1:3] == ["-m", "verl.trainer.main_ppo"]
+    assert (out / "command.sh").read_text().strip() == launch.format_command(launch.plan_run(cfg, out))
+    train = pq.read_table(out / "train.parquet").to_pylist()
+    val = pq.read_table(out / "val.parquet").to_pylist()
+    assert (len(train), len(val)) == (cfg.train_rows, cfg.val_rows)
+    assert {row["data_source"] for row in train} == {"toolgym/Calculator-v0"}
+    assert {row["agent_name"] for row in train + val} == {"toolgym"}
+    assert all(json.loads(row["extra_info"]["env_kwargs"])["max_turns"] == 2 for row in train + val)
+
+    loops = yaml.safe_load((out / "agent_loops.yaml").read_text())
+    shipped = yaml.safe_load(Path(agent_loop_config_path()).read_text())
+    (ours,) = [e for e in loops if e["name"] == "toolgym"]
+    (theirs,) = [e for e in shipped if e["name"] == "toolgym"]
+    assert ours == {**theirs, "max_tokens_per_turn": 64, "max_concurrent_episodes": 4}
+
+
+def test_the_readme_config_composes(tmp_path):
+    readme = (EXAMPLES.parents[1] / "README.md").read_text()
+    section = readme.split("## Train with verl", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
+    cfg = load_train_config(_write(tmp_path, block))
+    composed = launch.compose(launch.plan_run(cfg, tmp_path / "run").overrides)
+    assert composed.actor_rollout_ref.rollout.gpu_memory_utilization == 0.6
+    assert list(composed.trainer.logger) == ["console", "wandb"]
+
+
+def test_a_real_run_refuses_prompts_longer_than_max_prompt_length(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "run_verl", lambda command: pytest.fail("verl must not start"))
+    text = (
+        (EXAMPLES / "tiny-cpu.yaml").read_text().replace("max_prompt_length: 2048", "max_prompt_length: 300")
+    )
+    cfg = load_train_config(_write(tmp_path, text))
+    with pytest.raises(
+        ValueError, match=r"4 of 4 rows in train.parquet .* longer than max_prompt_length=300"
+    ):
+        launch.run_training(cfg, launch.plan_run(cfg, tmp_path / "run"))

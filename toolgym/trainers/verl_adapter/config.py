@@ -1,0 +1,199 @@
+"""The ``toolgym train`` config: one readable YAML instead of ~40 Hydra overrides.
+
+verl's own config has hundreds of keys, and a multi-turn tool-use run needs a dozen of them to agree (prompt
+and response lengths in ``data.*`` and ``rollout.*``, ``max_model_len``, the agent loop, async rollout). This
+model holds the few choices a user makes; ``launch.py`` derives every verl key from them, and
+``verl_overrides`` is the escape hatch for anything else. Unknown keys are errors that name the fix, because a
+typo in a training config otherwise costs a GPU job.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Logger = Literal["console", "wandb", "tensorboard"]
+AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
+
+
+class EnvSpec(BaseModel):
+    """One env of the training mix: its id, ``gym.make`` kwargs and share of the rows (``weight``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, gt=0.0)
+
+
+class TrainConfig(BaseModel):
+    """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: HF model path or id (``tiny`` is the embedded offline test model)
+    model: str
+    envs: list[EnvSpec] = Field(min_length=1)
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+
+    # -- data and rollout sizes
+    #: prompts per training step (``data.train_batch_size``)
+    train_batch_size: int = Field(32, ge=1)
+    #: samples per prompt, a GRPO group (``actor_rollout_ref.rollout.n``)
+    group_size: int = Field(8, ge=1)
+    #: turn budget per episode, added to every env's kwargs unless the env sets its own ``max_turns``
+    max_turns: int | None = Field(None, ge=1)
+    #: the env's reset messages, tokenized with the chat template; longer rows are filtered out by verl
+    max_prompt_length: int = Field(1024, ge=16)
+    #: every generated and observation token of an episode after the prompt
+    max_response_length: int = Field(2048, ge=16)
+    #: rows exported for training and validation (split among envs by weight)
+    train_rows: int = Field(4096, ge=1)
+    val_rows: int = Field(128, ge=1)
+    #: seed of the exported task draw
+    seed: int = 0
+
+    # -- toolgym agent loop settings (written into a run-specific agent-loop YAML when set)
+    #: tokens one model turn may generate (default: the whole remaining response budget)
+    max_tokens_per_turn: int | None = Field(None, ge=1)
+    #: episodes one verl agent-loop worker runs at once
+    max_concurrent_episodes: int | None = Field(None, ge=1)
+
+    # -- optimisation
+    epochs: int = Field(1, ge=1)
+    #: stop after this many steps (``trainer.total_training_steps``); default: ``epochs`` over the rows
+    steps: int | None = Field(None, ge=1)
+    learning_rate: float = Field(1e-6, gt=0.0)
+    #: PPO only: the critic's learning rate
+    critic_learning_rate: float = Field(1e-5, gt=0.0)
+    #: GRPO only: weight of the low-variance KL loss to the reference model (0 turns the reference off)
+    kl_loss_coef: float = Field(0.001, ge=0.0)
+    #: prompts per optimizer update (default: the whole train batch, one update per step)
+    ppo_mini_batch_size: int | None = Field(None, ge=1)
+    #: sequences per forward/backward pass on one GPU (lower it on out-of-memory)
+    micro_batch_size_per_gpu: int = Field(4, ge=1)
+    temperature: float = Field(1.0, gt=0.0)
+
+    # -- hardware
+    gpus_per_node: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1)
+    #: vLLM tensor parallelism per rollout replica
+    tensor_parallel_size: int = Field(1, ge=1)
+    #: vLLM's share of GPU memory while rolling out (it sleeps while the actor trains)
+    gpu_memory_utilization: float = Field(0.5, gt=0.0, le=1.0)
+    #: the trainer's attention kernels: ``auto`` = flash_attention_2 where flash-attn is installed, else sdpa
+    attn_implementation: AttnImplementation = "auto"
+
+    # -- bookkeeping
+    logger: list[Logger] = Field(default_factory=lambda: ["console"])
+    project: str = "toolgym"
+    #: default: the config file's name
+    experiment: str | None = None
+    #: default: ``<run dir>/checkpoints``
+    checkpoint_dir: str | None = None
+    #: save a checkpoint every N steps (-1: never)
+    save_freq: int = -1
+    #: validate every N steps (-1: never)
+    test_freq: int = 10
+    val_before_train: bool = True
+
+    #: anything else, as verl Hydra overrides (``key=value``, ``+key=value``); they win over toolgym's
+    verl_overrides: list[str] = Field(default_factory=list)
+
+    @field_validator("logger", mode="before")
+    @classmethod
+    def _one_logger(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("verl_overrides")
+    @classmethod
+    def _overrides_are_assignments(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if "=" not in item and not item.startswith("~"):
+                raise ValueError(
+                    f"{item!r} is not a verl override: write key=value (e.g. trainer.save_freq=50)"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        if self.ppo_mini_batch_size is not None and self.ppo_mini_batch_size > self.train_batch_size:
+            raise ValueError(
+                f"ppo_mini_batch_size ({self.ppo_mini_batch_size}) must be <= train_batch_size "
+                f"({self.train_batch_size}): an update cannot use more prompts than a step draws"
+            )
+        if self.train_rows < self.train_batch_size:
+            raise ValueError(
+                f"train_rows ({self.train_rows}) is smaller than train_batch_size ({self.train_batch_size}): "
+                "verl drops the incomplete last batch, so no step would run; raise train_rows"
+            )
+        if self.algorithm == "ppo" and self.attn_implementation in ("sdpa", "eager"):
+            raise ValueError(
+                f"algorithm: ppo with attn_implementation: {self.attn_implementation} - verl 0.9.1 loads the "
+                "PPO critic with flash_attention_2 whatever the config says; install flash-attn (README) and "
+                "use attn_implementation: auto, or train with algorithm: grpo"
+            )
+        return self
+
+    def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
+        """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
+        kwargs = dict(env.kwargs)
+        if self.max_turns is not None:
+            kwargs.setdefault("max_turns", self.max_turns)
+        return kwargs
+
+    def agent_loop_kwargs(self) -> dict[str, int]:
+        """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
+        chosen = {
+            "max_tokens_per_turn": self.max_tokens_per_turn,
+            "max_concurrent_episodes": self.max_concurrent_episodes,
+        }
+        return {k: v for k, v in chosen.items() if v is not None}
+
+
+def load_train_config(path: str | Path) -> TrainConfig:
+    """Read and validate a ``toolgym train`` YAML; every problem is a ``ValueError`` that says what to fix."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no config file at {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must be a YAML mapping of settings (model: ..., envs: [...], ...)")
+    data.setdefault("experiment", path.stem)
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"{path} is not a valid toolgym train config:\n{explain(exc)}") from None
+
+
+def explain(exc: ValidationError) -> str:
+    """One line per problem, naming the key; an unknown key gets the closest known one and the full list."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  - {loc}: unknown key. {_unknown_key_hint(err['loc'])}")
+        elif err["type"] == "missing":
+            lines.append(f"  - {loc}: required, but missing")
+        else:
+            message = err["msg"].removeprefix("Value error, ")
+            lines.append(f"  - {loc}: {message} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
+    model = EnvSpec if "envs" in loc[:-1] else TrainConfig
+    known = list(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    guess = f"Did you mean `{close[0]}`? " if close else ""
+    where = "an env entry" if model is EnvSpec else "a train config"
+    extra = "" if model is EnvSpec else " (anything verl-specific goes in verl_overrides: [key=value])"
+    return f"{guess}Keys of {where}: {', '.join(known)}{extra}"

@@ -1,0 +1,459 @@
+"""``toolgym train``: a :class:`TrainConfig` YAML becomes ``python -m verl.trainer.main_ppo <overrides>``.
+
+The overrides are derived, never hand-kept: one prompt/response length feeds ``data.*``, ``rollout.*`` and
+``max_model_len``; the rollout is async vLLM driven by toolgym's agent loop; GRPO gets the KL loss verl's
+examples use, PPO a critic. ``--dry-run`` composes the overrides against verl's own Hydra config and runs
+verl's config checks, so a typo or an inconsistent batch size fails in seconds on a laptop instead of minutes
+into a GPU job. A real run exports the train/val Parquet into the run dir, then runs verl in a child process
+whose output streams through and whose exit status is the command's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import functools
+import importlib.util
+import io
+import re
+import shlex
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from toolgym.trainers.verl_adapter import AGENT_NAME, agent_loop_config_path
+from toolgym.trainers.verl_adapter.config import TrainConfig, load_train_config
+
+VERL_ENTRY = "verl.trainer.main_ppo"
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run needs, decided before anything is written: paths and the full override list."""
+
+    run_dir: Path
+    train_file: Path
+    val_file: Path
+    #: the shipped agent-loop YAML, or ``<run_dir>/agent_loops.yaml`` when the config sets loop kwargs
+    agent_loop_path: Path
+    agent_loop_kwargs: dict[str, int]
+    attn_implementation: str
+    overrides: list[str] = field(default_factory=list)
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", VERL_ENTRY, *self.overrides]
+
+
+def plan_run(
+    cfg: TrainConfig, run_dir: str | Path, extra_overrides: list[str] | tuple[str, ...] = ()
+) -> RunPlan:
+    """Resolve the model, paths and attention kernels, and build verl's overrides (extras win)."""
+    from toolgym.rollout.models import resolve_model
+
+    check_env_ids(cfg)
+    run_dir = Path(run_dir).resolve()
+    kwargs = cfg.agent_loop_kwargs()
+    agent_loop_path = run_dir / "agent_loops.yaml" if kwargs else Path(agent_loop_config_path())
+    model = resolve_model(cfg.model)
+    if Path(model).expanduser().exists():  # Ray workers do not share the launcher's cwd
+        model = str(Path(model).expanduser().resolve())
+    attn = resolve_attn_implementation(cfg.attn_implementation)
+    plan = RunPlan(
+        run_dir=run_dir,
+        train_file=run_dir / "train.parquet",
+        val_file=run_dir / "val.parquet",
+        agent_loop_path=agent_loop_path,
+        agent_loop_kwargs=kwargs,
+        attn_implementation=attn,
+    )
+    ours = build_overrides(cfg, plan, model)
+    return replace(plan, overrides=merge_overrides(ours, [*cfg.verl_overrides, *extra_overrides]))
+
+
+def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
+    """verl's keys from the toolgym config: one place that keeps lengths, batch sizes and paths in step."""
+    prompt, response = cfg.max_prompt_length, cfg.max_response_length
+    micro = cfg.micro_batch_size_per_gpu
+    checkpoints = (
+        Path(cfg.checkpoint_dir).expanduser().resolve()
+        if cfg.checkpoint_dir
+        else plan.run_dir / "checkpoints"
+    )
+    grpo = cfg.algorithm == "grpo"
+    settings: dict[str, Any] = {
+        "algorithm.adv_estimator": "grpo" if grpo else "gae",
+        "algorithm.use_kl_in_reward": False,
+        # data: the Parquet written by `toolgym export verl`; raw chat so the agent loop gets the messages
+        "data.train_files": str(plan.train_file),
+        "data.val_files": str(plan.val_file),
+        "data.train_batch_size": cfg.train_batch_size,
+        "data.max_prompt_length": prompt,
+        "data.max_response_length": response,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "error",
+        "data.return_raw_chat": True,
+        # the policy: FSDP, remove-padding and gradient checkpointing as in verl's GRPO examples
+        "actor_rollout_ref.model.path": model,
+        "actor_rollout_ref.model.use_remove_padding": True,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+        "+actor_rollout_ref.model.override_config.attn_implementation": plan.attn_implementation,
+        "actor_rollout_ref.actor.optim.lr": cfg.learning_rate,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": cfg.ppo_mini_batch_size or cfg.train_batch_size,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.actor.use_kl_loss": grpo and cfg.kl_loss_coef > 0,
+        "actor_rollout_ref.actor.kl_loss_coef": cfg.kl_loss_coef,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
+        "actor_rollout_ref.actor.entropy_coeff": 0,
+        "actor_rollout_ref.actor.fsdp_config.param_offload": False,
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": False,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.ref.fsdp_config.param_offload": True,
+        # the rollout: async vLLM server, toolgym's agent loop, one length budget everywhere
+        "actor_rollout_ref.rollout.name": "vllm",
+        "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.n": cfg.group_size,
+        "actor_rollout_ref.rollout.temperature": cfg.temperature,
+        "actor_rollout_ref.rollout.prompt_length": prompt,
+        "actor_rollout_ref.rollout.response_length": response,
+        "actor_rollout_ref.rollout.max_model_len": prompt + response,
+        "actor_rollout_ref.rollout.max_num_batched_tokens": max(8192, prompt + response),
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": cfg.tensor_parallel_size,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(plan.agent_loop_path),
+        "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
+        # the trainer
+        "trainer.nnodes": cfg.nodes,
+        "trainer.n_gpus_per_node": cfg.gpus_per_node,
+        "trainer.logger": list(cfg.logger),
+        "trainer.project_name": cfg.project,
+        "trainer.experiment_name": cfg.experiment or "toolgym",
+        "trainer.default_local_dir": str(checkpoints),
+        "trainer.total_epochs": cfg.epochs,
+        "trainer.save_freq": cfg.save_freq,
+        "trainer.test_freq": cfg.test_freq,
+        "trainer.val_before_train": cfg.val_before_train,
+        "trainer.critic_warmup": 0,
+    }
+    if cfg.steps is not None:
+        settings["trainer.total_training_steps"] = cfg.steps
+    if not grpo:  # PPO: a critic of the same model, as in verl's PPO examples
+        settings |= {
+            "critic.model.path": model,
+            "critic.model.use_remove_padding": True,
+            "critic.model.enable_gradient_checkpointing": True,
+            "critic.optim.lr": cfg.critic_learning_rate,
+            "critic.ppo_micro_batch_size_per_gpu": micro,
+        }
+    return [f"{key}={hydra_value(value)}" for key, value in settings.items()]
+
+
+def merge_overrides(ours: list[str], theirs: list[str]) -> list[str]:
+    """Append the user's overrides; drop ours for any key they set, so the printed command has one value."""
+    taken = {override_key(o) for o in theirs}
+    return [o for o in ours if override_key(o) not in taken] + list(theirs)
+
+
+def override_key(override: str) -> str:
+    """``+a.b=1`` / ``++a.b=1`` / ``~a.b`` / ``a.b=1`` -> ``a.b``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./:+\-@]+")
+
+
+def hydra_value(value: Any) -> str:
+    """A Python value in Hydra's override grammar; strings are quoted unless Hydra would read them as is."""
+    if isinstance(value, bool):
+        return str(value)
+    if value is None:
+        return "null"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if _PLAIN.fullmatch(text) and not _looks_typed(text):
+        return text
+    # in Hydra's quoted strings a backslash is literal except in a run before a quote or the end
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: m[1] * 2 + ("\\'" if m[2] else ""), text) + "'"
+
+
+def _looks_typed(text: str) -> bool:
+    if text.lower() in ("true", "false", "null", "nan", "inf", "-inf", "+inf"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def format_command(plan: RunPlan) -> str:
+    """The command, one override per line, ready to paste into a shell."""
+    lines = [f"{shlex.quote(sys.executable)} -m {VERL_ENTRY}", *(shlex.quote(o) for o in plan.overrides)]
+    return " \\\n    ".join(lines)
+
+
+def check_env_ids(cfg: TrainConfig) -> None:
+    """A misspelt env id fails here, not in a Ray worker minutes into the run."""
+    import gymnasium as gym
+
+    import toolgym
+
+    for i, env in enumerate(cfg.envs):
+        if env.id not in toolgym.ENVS and env.id not in gym.registry:
+            close = difflib.get_close_matches(env.id, list(toolgym.ENVS), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ValueError(
+                f"envs.{i}.id: unknown env {env.id!r}; {hint}`toolgym list` shows the registered envs"
+            )
+
+
+def resolve_attn_implementation(choice: str) -> str:
+    """``auto``: flash_attention_2 where flash-attn is importable (verl's default), else PyTorch's sdpa.
+
+    verl 0.9.1 builds the actor's HF config with ``override_config.attn_implementation`` (default
+    flash_attention_2), which fails without the flash-attn package. With remove-padding verl packs sequences
+    and passes only position ids; transformers (>= 4.54) turns those into a per-sequence causal mask for sdpa.
+    """
+    if choice != "auto":
+        return choice
+    return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
+
+
+# -- composing against verl's own config ------------------------------------------------------------------
+
+
+def verl_config_dir() -> Path:
+    try:
+        import verl
+    except ImportError as exc:
+        raise ValueError(
+            f"toolgym train needs verl ({exc}): pip install -e '.[gpu]' on a CUDA machine (README: Train "
+            "with verl), or `make test`'s CPU install for --dry-run"
+        ) from None
+    return Path(verl.__file__).resolve().parent / "trainer" / "config"
+
+
+def compose(overrides: list[str]) -> Any:
+    """verl's ``ppo_trainer`` config with the overrides applied, checked as ``main_ppo`` checks it.
+
+    Uses Hydra's compose API on verl's packaged config dir: every key must exist in verl's schema (a typo
+    is Hydra's error), then verl's ``validate_config`` (batch divisibility, micro batch sizes, critic) and the
+    rollout dataclass run, and finally toolgym's own consistency checks. No GPU, no Ray, nothing written.
+    """
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+            cfg = hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as exc:
+        cause = f"\n  cause: {exc.__cause__}" if exc.__cause__ and str(exc.__cause__) not in str(exc) else ""
+        raise ValueError(
+            f"verl's config rejected an override: {exc}{cause}\n"
+            "  every key must exist in verl's config (verl/trainer/config/_generated_ppo_trainer.yaml lists "
+            "them all); fix the key in verl_overrides or after `--`, or prefix it with + to add a new one"
+        ) from None
+    check_types(cfg, overrides, _verl_defaults())
+    _verl_checks(cfg)
+    check_consistency(cfg)
+    return cfg
+
+
+@functools.cache
+def _verl_defaults() -> Any:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
+        return hydra_compose(config_name="ppo_trainer")
+
+
+def check_types(cfg: Any, overrides: list[str], defaults: Any) -> None:
+    """verl's YAML has no type schema, so ``data.train_batch_size=lots`` composes; catch it by the default's
+    type here rather than as a baffling error deep in verl's checks."""
+    from omegaconf import OmegaConf
+
+    for override in overrides:
+        key = override_key(override)
+        try:
+            default = OmegaConf.select(defaults, key, throw_on_missing=False)
+            value = OmegaConf.select(cfg, key, throw_on_missing=False)
+        except Exception:  # an interpolation that only resolves at run time: nothing to compare
+            continue
+        if isinstance(default, bool | int | float) and isinstance(value, str):
+            kind = {bool: "true/false", int: "an integer", float: "a number"}[type(default)]
+            raise ValueError(f"{key} must be {kind} (verl's default is {default!r}), got {value!r}")
+
+
+def _verl_checks(cfg: Any) -> None:
+    """``main_ppo``'s own ``validate_config``, on a copy whose critic has no model attached: building the
+    critic's dataclass would otherwise load the model's tokenizer and config (a download; a hang offline)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import omega_conf_to_dataclass, validate_config
+
+    checked = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    checked.critic.model = None
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            validate_config(
+                checked, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg)
+            )
+            omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
+    except (AssertionError, ValueError, TypeError) as exc:
+        raise ValueError(f"verl's config checks failed: {exc}") from None
+
+
+def check_consistency(cfg: Any) -> None:
+    """What toolgym's agent loop relies on, re-checked after the user's overrides had their say."""
+    rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
+    problems = []
+    if rollout.prompt_length != data.max_prompt_length:
+        problems.append(
+            f"rollout.prompt_length ({rollout.prompt_length}) != data.max_prompt_length "
+            f"({data.max_prompt_length})"
+        )
+    if rollout.response_length != data.max_response_length:
+        problems.append(
+            f"rollout.response_length ({rollout.response_length}) != data.max_response_length "
+            f"({data.max_response_length})"
+        )
+    if (
+        rollout.max_model_len is not None
+        and rollout.max_model_len < rollout.prompt_length + rollout.response_length
+    ):
+        problems.append(
+            f"rollout.max_model_len ({rollout.max_model_len}) < prompt_length + response_length "
+            f"({rollout.prompt_length + rollout.response_length})"
+        )
+    if rollout.mode != "async":
+        problems.append(f"rollout.mode is {rollout.mode!r}; agent loops need async")
+    if not data.return_raw_chat:
+        problems.append("data.return_raw_chat is False; the agent loop needs the raw messages")
+    if problems:
+        raise ValueError(
+            "inconsistent verl overrides: "
+            + "; ".join(problems)
+            + ". Set max_prompt_length / max_response_length in the toolgym config instead of overriding them"
+        )
+
+
+# -- a real run ----------------------------------------------------------------------------------------------
+
+
+def prepare_run(cfg: TrainConfig, plan: RunPlan) -> None:
+    """Write what verl will read: the agent-loop YAML (when customised) and the train/val Parquet."""
+    from toolgym.rollout import EnvRequest
+    from toolgym.trainers.verl_adapter.export import export_verl
+
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    if plan.agent_loop_kwargs:
+        write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs)
+    envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
+    for split, n, path in (("train", cfg.train_rows, plan.train_file), ("val", cfg.val_rows, plan.val_file)):
+        written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed))
+        if written.resolve() != path:
+            raise RuntimeError(f"export_verl wrote {written}, expected {path}")
+        check_prompt_lengths(written, cfg)
+        print(f"exported {n} {split} rows to {written}", file=sys.stderr)
+    (plan.run_dir / "command.sh").write_text(format_command(plan) + "\n")
+
+
+def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
+    """Fail before training when a prompt is longer than ``max_prompt_length``: verl's overlong filter would
+    drop those rows silently (and without it, the samples would fail)."""
+    from toolgym.trainers.verl_adapter.export import prompt_token_lengths
+
+    lengths = prompt_token_lengths(parquet, cfg.model)
+    over = [n for n in lengths if n > cfg.max_prompt_length]
+    if over:
+        raise ValueError(
+            f"{len(over)} of {len(lengths)} rows in {parquet.name} have prompts longer than "
+            f"max_prompt_length={cfg.max_prompt_length} (the longest has {max(over)} tokens): raise "
+            "max_prompt_length"
+        )
+
+
+def write_agent_loop_config(path: Path, kwargs: dict[str, int]) -> None:
+    """A copy of the shipped agent-loop YAML with this run's loop kwargs (Hydra passes them to the loop)."""
+    import yaml
+
+    entries = yaml.safe_load(Path(agent_loop_config_path()).read_text())
+    for entry in entries:
+        if entry.get("name") == AGENT_NAME:
+            entry.update(kwargs)
+            break
+    else:
+        raise RuntimeError(f"the shipped agent-loop YAML has no {AGENT_NAME!r} entry")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(entries, sort_keys=False))
+
+
+def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
+    """Compose first (fail before exporting anything), export, then run verl with its output streaming."""
+    if cfg.algorithm == "ppo" and plan.attn_implementation != "flash_attention_2":
+        raise ValueError(
+            "algorithm: ppo needs flash-attn (verl loads the critic with flash_attention_2): see README"
+        )
+    compose(plan.overrides)
+    prepare_run(cfg, plan)
+    print(f"running verl (command in {plan.run_dir / 'command.sh'})", file=sys.stderr, flush=True)
+    return run_verl(plan.command)
+
+
+def run_verl(command: list[str]) -> int:
+    """verl in a child process: its output streams straight through, and its exit status is ours."""
+    return subprocess.run(command, check=False).returncode
+
+
+# -- the command ---------------------------------------------------------------------------------------------
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="toolgym train YAML (see examples/verl/)")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the verl command and check it against verl's config"
+    )
+    p.add_argument(
+        "--out", default=None, help="run dir for data, agent-loop YAML, checkpoints (runs/<experiment>)"
+    )
+    p.add_argument("overrides", nargs="*", metavar="-- OVERRIDE", help="extra verl overrides, after --")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    cfg = load_train_config(args.config)
+    run_dir = Path(args.out) if args.out else Path("runs") / (cfg.experiment or "toolgym")
+    plan = plan_run(cfg, run_dir, args.overrides)
+    if cfg.nodes > 1:
+        print(
+            f"note: {cfg.nodes} nodes: start Ray on every node first (README), and keep {plan.run_dir} on a "
+            "filesystem every node sees at the same path (verl's workers read the data and agent-loop YAML)",
+            file=sys.stderr,
+        )
+    if not args.dry_run:
+        return run_training(cfg, plan)
+    compose(plan.overrides)
+    print(format_command(plan))
+    notes = [f"dry run: verl's config accepts all {len(plan.overrides)} overrides; nothing was written"]
+    notes.append(f"a real run exports {plan.train_file.name} and {plan.val_file.name} into {plan.run_dir}")
+    if plan.agent_loop_kwargs:
+        notes.append(f"and writes {plan.agent_loop_path.name} there with {plan.agent_loop_kwargs}")
+    if cfg.attn_implementation == "auto" and plan.attn_implementation != "flash_attention_2":
+        notes.append(
+            "flash-attn is not installed here, so the trainer uses sdpa attention (README: GPU install)"
+        )
+        if cfg.algorithm == "ppo":
+            notes.append("algorithm: ppo needs flash-attn for verl's critic: install it before the real run")
+    print("\n".join(notes), file=sys.stderr)
+    return 0
