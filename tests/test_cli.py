@@ -26,6 +26,21 @@ def test_console_script_is_installed():
         assert verb in out.stdout
 
 
+def test_every_command_is_in_the_help_and_the_readme_table():
+    import argparse
+    from pathlib import Path
+
+    from toolgym.cli import _build_parser
+
+    parser = _build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    for verb in sub.choices:
+        assert f"``toolgym {verb}" in parser.description, verb
+        assert f"| `toolgym {verb}" in table, verb
+
+
 def test_list_shows_every_env_with_tools_and_source():
     out = run("list")
     assert out.returncode == 0, out.stderr

@@ -69,6 +69,13 @@ EQUIVALENCE = [
     ("0.5", "50\\%", True),
     ("50", "50\\%", True),
     ("12.5\\%", "\\frac{1}{8}", True),
+    # an integer percent equals the same integer (math-verify 0.9's rule, kept on 0.8)
+    ("9", "9\\%", True),
+    ("9\\%", "9", True),
+    ("-9", "-9\\%", True),
+    ("50", "49\\%", False),
+    ("12.5", "12.5\\%", False),
+    ("50", "0.5", False),
     # radicals and constants
     ("\\sqrt{2}", "2^{1/2}", True),
     ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}", True),

@@ -21,6 +21,13 @@ differ (math-verify rounds floats to 6 places: ``0.333333`` = ``1/3``), goes to 
 only departs from math-verify where it is more exact: integers beyond float precision, and ``1e3`` (which
 math-verify reads as ``e·3``).
 
+One rule of math-verify 0.9 is kept here on the 0.8 we pin (0.9 needs a latex2sympy2_extended whose antlr
+4.9.3 parser crashes on percents, and verl's hydra needs antlr 4.9): an integer percent equals the same
+integer, ``9\\%`` = ``9`` either way round (GSM8K-style golds are bare numbers; models write the percent
+sign). It only adds passes, and only when both whole answers are integers or integer percents:
+``12.5\\%`` is still ``0.125``, never ``12.5`` (and ``50\\%`` still equals ``0.5``); inside a set or a
+tuple, 0.8's rules hold.
+
 Results are deterministic: the same gold and answer give the same verdict, or an ``error`` verdict when the
 deadline passed (which depends on the machine, and is therefore never reported as a judgement).
 """
@@ -165,8 +172,34 @@ def check_in_worker(payload: dict[str, str]) -> dict[str, Any]:
     if not gold:
         return {"gold_error": f"math-verify cannot parse the gold {payload['gold']!r:.200}"}
     answer = _parse(payload["answer"])
-    passed = bool(answer) and verify(list(gold), answer, timeout_seconds=None, allow_set_relation_comp=True)
+    passed = bool(answer) and (
+        verify(list(gold), answer, timeout_seconds=None, allow_set_relation_comp=True)
+        or _same_integer_up_to_percent(gold, answer)
+    )
     return {"passed": passed, "gold_parsed": _show(gold), "answer_parsed": _show(answer)}
+
+
+def _same_integer_up_to_percent(gold: Any, answer: Any) -> bool:
+    """math-verify 0.9's ``9% == 9`` (its ``get_pct_val``), for 0.8: some parse of each side is an integer
+    or an integer percent, and the integers are equal."""
+    golds = {v for v in map(_integer_or_percent, gold) if v is not None}
+    return any(_integer_or_percent(a) in golds for a in answer)
+
+
+def _integer_or_percent(expr: Any) -> Any:
+    """``X`` for an integer ``X`` or an integer percent ``X%`` (latex2sympy reads ``X%`` as the unevaluated
+    product ``X·(1/100)``, ``-X%`` as ``-1·X·(1/100)``); ``None`` for anything else."""
+    from sympy import Integer, Mul, Rational, UnevaluatedExpr
+
+    if isinstance(expr, Integer):
+        return expr
+    if not isinstance(expr, Mul):
+        return None
+    percent = (Rational(1, 100), UnevaluatedExpr(Rational(1, 100)))
+    rest = [factor for factor in expr.args if factor not in percent]
+    if len(rest) != len(expr.args) - 1 or not all(isinstance(factor, Integer) for factor in rest):
+        return None
+    return Mul(*rest)
 
 
 @lru_cache(maxsize=256)

@@ -1,8 +1,9 @@
 """Exact numeric answers: a conservative number parser and the ``numeric`` verifier.
 
 The rule is deliberately strict: the *whole* answer, once light decoration is removed, must be one number.
-We never pick "the last number in the text": for exact verification that would reward an answer such as
-"either 41 or 42", and it teaches a policy to hedge. Decoration that is removed:
+We never pick "the last number in the text" of an answer: for exact verification that would reward an answer
+such as "either 41 or 42", and it teaches a policy to hedge. (A whole response that marks no answer at all
+is another matter, for the scorers: ``toolgym.rewards.extract``.) Decoration that is removed:
 
 - surrounding whitespace, one trailing period, a lead-in ``Answer:`` / ``The final answer is``;
 - wrappers around the whole answer: ``\\boxed{…}``, ``\\fbox{…}``, ``\\text{…}``, ``$…$``, ``$$…$$``,

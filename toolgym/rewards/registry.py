@@ -11,9 +11,12 @@ Built-in scorers (registered on first lookup):
 =================  ==============================================  ====================================
 name (aliases)     verifier                                        what is judged
 =================  ==============================================  ====================================
-``math``           ``MathVerifier`` (math-verify equivalence)      last ``\\boxed{}`` / ``<answer>``
-(``math_verifiable``, ``verifiable_math``)
-``numeric``        ``NumericVerifier`` (exact number)              last ``\\boxed{}`` / ``<answer>``
+``math``           ``MathVerifier`` (math-verify equivalence)      the final answer
+(``math_verifiable``, ``verifiable_math``)                         (``toolgym.rewards.extract``): last
+                                                                   ``<answer>``, ``\\boxed{}``, ``####``,
+                                                                   ``Answer:`` line; the last number
+                                                                   when the gold is a number
+``numeric``        ``NumericVerifier`` (exact number)              the same as ``math``
 ``exact_match``    ``QAVerifier("em")`` (SQuAD EM)                  last ``<answer>``, else the text
 ``f1``             ``QAVerifier("f1")`` (SQuAD token F1)            last ``<answer>``, else the text
 ``code_tests``     ``CodeTestsVerifier`` (hidden tests, sandbox)    code in the last ``<answer>``, else
@@ -33,7 +36,8 @@ from typing import Any
 from toolgym.core.task import Task
 from toolgym.core.types import Verdict
 from toolgym.rewards.base import Verifier, safe_verify
-from toolgym.rewards.extract import extract_final_answer
+from toolgym.rewards.extract import extract_final_answer, last_number
+from toolgym.rewards.numeric import as_fraction
 
 #: ``scorer(response, verification_info) -> Verdict``; must not raise for a bad response.
 Scorer = Callable[[str, Mapping[str, Any]], Verdict]
@@ -118,16 +122,29 @@ def score(response: str, verification_info: Mapping[str, Any]) -> Verdict:
 
 
 def verifier_scorer(
-    verifier: Verifier, *, extract: Callable[[str], str | None] | None = extract_final_answer
+    verifier: Verifier,
+    *,
+    extract: Callable[[str], str | None] | None = extract_final_answer,
+    number_fallback: bool = False,
 ) -> Scorer:
     """A scorer that runs ``verifier`` on the answer ``extract`` finds in the response (``extract=None``: on
-    the whole response, for verifiers that find the answer themselves)."""
+    the whole response, for verifiers that find the answer themselves).
+
+    ``number_fallback``: when ``extract`` finds nothing and the gold is a plain number, the response's last
+    number is the answer (``toolgym.rewards.extract.last_number``: only for a response with no answer
+    marker at all). Against a gold like ``x^2+1`` a stray number means nothing, so it is never guessed.
+    """
 
     def scorer(response: str, info: Mapping[str, Any]) -> Verdict:
         task = task_from_info(info)
         answer = extract(response) if extract is not None else response
+        if answer is None and number_fallback and as_fraction(task.answer) is not None:
+            answer = last_number(response)
         if answer is None:
-            reason = "no final answer found (expected a \\boxed{...} or an <answer>...</answer>)"
+            reason = (
+                "no final answer found (expected <answer>...</answer>, \\boxed{...}, '#### ...' or an "
+                "'Answer: ...' line)"
+            )
             return Verdict(reward=0.0, passed=False, details={"reason": reason})
         return safe_verify(verifier, task, answer)
 
@@ -157,8 +174,12 @@ def _load_builtins() -> None:
         from toolgym.rewards.qa import QAVerifier
 
         builtins: list[tuple[str, Scorer, tuple[str, ...]]] = [
-            ("math", verifier_scorer(MathVerifier()), ("math_verifiable", "verifiable_math")),
-            ("numeric", verifier_scorer(NumericVerifier()), ()),
+            (
+                "math",
+                verifier_scorer(MathVerifier(), number_fallback=True),
+                ("math_verifiable", "verifiable_math"),
+            ),
+            ("numeric", verifier_scorer(NumericVerifier(), number_fallback=True), ()),
             ("exact_match", verifier_scorer(QAVerifier("em"), extract=None), ()),
             ("f1", verifier_scorer(QAVerifier("f1"), extract=None), ()),
             ("code_tests", code_tests_scorer, ()),

@@ -210,8 +210,9 @@ def test_an_unknown_env_id_suggests_the_registered_one(tmp_path):
 def test_a_real_run_exports_the_data_then_runs_verl_and_keeps_its_exit_status(tmp_path, monkeypatch):
     ran = []
 
-    def fake_verl(command):  # verl cannot train on this CPU machine; everything before it is real
+    def fake_verl(command, cwd=None):  # verl cannot train on this CPU machine; everything before it is real
         ran.append(command)
+        assert cwd == out.resolve()  # Hydra's outputs/ go into the run dir, not the user's cwd
         return 3
 
     monkeypatch.setattr(launch, "run_verl", fake_verl)
@@ -247,7 +248,7 @@ def test_the_readme_config_composes(tmp_path):
 
 
 def test_a_real_run_refuses_prompts_longer_than_max_prompt_length(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "run_verl", lambda command: pytest.fail("verl must not start"))
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd: pytest.fail("verl must not start"))
     text = (
         (EXAMPLES / "tiny-cpu.yaml").read_text().replace("max_prompt_length: 2048", "max_prompt_length: 300")
     )

@@ -409,12 +409,13 @@ def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
     compose(plan.overrides)
     prepare_run(cfg, plan)
     print(f"running verl (command in {plan.run_dir / 'command.sh'})", file=sys.stderr, flush=True)
-    return run_verl(plan.command)
+    return run_verl(plan.command, cwd=plan.run_dir)
 
 
-def run_verl(command: list[str]) -> int:
-    """verl in a child process: its output streams straight through, and its exit status is ours."""
-    return subprocess.run(command, check=False).returncode
+def run_verl(command: list[str], cwd: Path | None = None) -> int:
+    """verl in a child process: its output streams straight through, and its exit status is ours. It runs
+    in the run dir (every path in the command is absolute), where Hydra writes its ``outputs/`` logs."""
+    return subprocess.run(command, check=False, cwd=cwd).returncode
 
 
 # -- the command ---------------------------------------------------------------------------------------------
