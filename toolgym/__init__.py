@@ -18,6 +18,7 @@ from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, V
 from toolgym.parsers import make_parser, register_parser
 from toolgym.rewards.base import Verifier
 from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool
+from toolgym.tools.function import tool
 
 try:
     __version__ = version("toolgym")
@@ -50,4 +51,5 @@ __all__ = [
     "register_env",
     "register_parser",
     "register_tool",
+    "tool",
 ]

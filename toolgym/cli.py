@@ -6,8 +6,9 @@
 ``toolgym rollout`` batched multi-turn rollouts with a model (in-process vLLM or a server), to JSONL
 ``toolgym eval``    pass@1 / pass@k of a model on an env's evaluation split
 ``toolgym export``  training data for a trainer: ``toolgym export verl`` writes Parquet verl loads as is
-``toolgym train``   GRPO/PPO with verl from one YAML (``--dry-run`` checks it against verl's config)
+``toolgym train``   GRPO/PPO with verl, or GRPO with TRL (``--trainer trl``), from one YAML (``--dry-run``)
 ``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
+``toolgym check``   the env check kit: is an env fit for RL training (a table per env; exit 1 on a failure)
 ``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
 """
 
@@ -77,6 +78,24 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-llm", action="store_true", help="scripted episodes only (no vLLM)")
     demo.set_defaults(func=cmd_demo)
 
+    check = sub.add_parser("check", help="the env check kit: is an env fit for RL training (exit 1 if not)")
+    check.add_argument("env_ids", nargs="*", metavar="ENV_ID", help="env ids to check")
+    check.add_argument("--all", action="store_true", help="every registered env (built-in and plugins)")
+    check.add_argument(
+        "--format", dest="formats", action="append", metavar="F", help="only this action format (repeatable)"
+    )
+    check.add_argument("--episodes", type=int, default=8, help="seeded episodes per check (default 8)")
+    check.add_argument("--seed", type=int, default=0)
+    check.add_argument(
+        "--tokenizer",
+        default="tiny",
+        metavar="MODEL",
+        help="model whose chat template the tokens check uses (default tiny); 'none' skips it",
+    )
+    check.add_argument("-k", "--kwarg", action="append", default=[], metavar="KEY=VALUE", help="env kwarg")
+    check.add_argument("--json", action="store_true", help="print the reports as JSON")
+    check.set_defaults(func=cmd_check)
+
     from toolgym.rollout.commands import add_eval_arguments, add_rollout_arguments, cmd_eval, cmd_rollout
 
     rollout = sub.add_parser("rollout", help="batched multi-turn rollouts with a model, to JSONL")
@@ -116,7 +135,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     from toolgym.trainers.verl_adapter.launch import add_train_arguments, cmd_train
 
-    train = sub.add_parser("train", help="train with verl (GRPO/PPO) from one YAML; --dry-run checks it")
+    train = sub.add_parser("train", help="train with verl (GRPO/PPO) or TRL (--trainer trl) from one YAML")
     add_train_arguments(train)
     train.set_defaults(func=cmd_train)
 
@@ -328,6 +347,45 @@ def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int) -> int:
         f"{total - masked}"
     )
     return 0
+
+
+# -- check ---------------------------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """The logic is ``toolgym.testing.check``; this prints its reports."""
+    import toolgym
+    from toolgym.testing.check import check_toolenv
+
+    env_ids = sorted(toolgym.ENVS) if args.all else args.env_ids
+    if not env_ids:
+        raise ValueError("give env ids to check, or --all")
+    tokenizer = None if args.tokenizer == "none" else args.tokenizer
+    kwargs = parse_kwargs(args.kwarg)
+    reports = []
+    for env_id in env_ids:
+        report = check_toolenv(
+            env_id,
+            episodes=args.episodes,
+            seed=args.seed,
+            tokenizer=tokenizer,
+            formats=args.formats,
+            env_kwargs=kwargs,
+        )
+        reports.append(report)
+        if not args.json:
+            verdict = "passed" if report.ok else "FAILED"
+            print(f"== {report.env}: {verdict} ({', '.join(report.formats)}; {report.duration_s:.1f} s)")
+            print(format_table(["check", "result", "detail"], report.rows()))
+            for failure in report.failures:
+                print(failure.describe())
+            print(flush=True)
+    failed = [r.env for r in reports if not r.ok]
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in reports], indent=2))
+    else:
+        print(f"{len(reports) - len(failed)} of {len(reports)} env(s) passed every check")
+    return 1 if failed else 0
 
 
 # -- export --------------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_tool_call_then_answer():
     assert (reward, terminated, truncated) == (0.0, False, False)
     assert info["action"].kind == "tool_calls"
     assert info["tool_results"][0].output == "HELLO" and info["tool_results"][0].ok
-    assert info["turn"] == 1 and "verdict" not in info
+    assert info["turn"] == 1 and info["verdict"] is None  # the same keys at every step
     assert [m["role"] for m in info["messages"]] == ["system", "user", "assistant", "user"]
 
     obs, reward, terminated, truncated, info = env.step("<answer>HELLO</answer>")
@@ -100,6 +100,34 @@ def test_max_turns_truncates_with_a_verdict():
     assert "within 2 turns" in info["verdict"].details["reason"]
     with pytest.raises(ResetNeeded):
         env.step("<answer>HELLO</answer>")
+
+
+@pytest.mark.parametrize(
+    ("action", "hint"),
+    [
+        (None, "decode generated token ids"),
+        (b"<answer>HELLO</answer>", "action.decode('utf-8')"),
+        (["x"], ""),
+    ],
+)
+def test_a_non_string_action_is_a_type_error_naming_the_env_and_what_step_takes(action, hint):
+    env = toolgym.make_env(TASKS, [Shout()], exact)
+    env.reset(options={"task_id": "up"})
+    with pytest.raises(
+        TypeError, match=r"ToolEnv: step\(\) takes one action, the model's turn as text \(a str\)"
+    ) as e:
+        env.step(action)
+    assert f"got {type(action).__name__}" in str(e.value) and hint in str(e.value)
+    assert env.step("<answer>HELLO</answer>")[1] == 1.0  # the episode goes on; no turn was spent
+
+
+def test_a_registered_env_names_its_id_in_the_type_error():
+    import gymnasium as gym
+
+    with pytest.raises(TypeError, match=r"^toolgym/Calculator-v0: step\(\) takes"):
+        env = gym.make("toolgym/Calculator-v0")
+        env.reset(seed=0)
+        env.step(None)
 
 
 def test_step_before_reset_is_an_error():

@@ -1,7 +1,7 @@
 """``make_env``: compose a custom env from parts, without writing a class.
 
-Accepts the friendly forms a user has at hand — a task file path or a list of dicts for tasks, tool names or
-instances for tools, a plain function for the verifier — and turns them into a ``ToolEnv``.
+Accepts the friendly forms a user has at hand — a task file path or a list of dicts for tasks, tool names,
+instances or typed functions for tools, a plain function for the verifier — and turns them into a ``ToolEnv``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from toolgym.tools.base import Tool, make_tool
 
 def make_env(
     tasks: TaskSource | str | Path | Iterable[Task | dict[str, Any]],
-    tools: Sequence[Tool | str],
+    tools: Sequence[Tool | str | Callable[..., Any]],
     verifier: Verifier | Callable[[Task, str], Any],
     action_format: str | ActionParser = "xml",
     **env_kwargs: Any,
@@ -33,6 +33,9 @@ def make_env(
             tools=["calculator"],
             verifier=toolgym.rewards.NumericVerifier(),
         )
+
+    A tool may be a registered tool's name, a ``Tool``, or a typed function with a Google-style docstring
+    (``Tool.from_function``).
     """
     if isinstance(tasks, TaskSource):
         source = tasks
@@ -40,7 +43,7 @@ def make_env(
         source = load_tasks(tasks)
     else:
         source = ListSource(t if isinstance(t, Task) else Task.model_validate(t) for t in tasks)
-    built_tools = [make_tool(t) if isinstance(t, str) else t for t in tools]
+    built_tools = [_as_tool(t) for t in tools]
     if not isinstance(verifier, Verifier):
         if not callable(verifier):
             raise TypeError(
@@ -48,3 +51,15 @@ def make_env(
             )
         verifier = FunctionVerifier(verifier)
     return ToolEnv(source, built_tools, verifier, action_format, **env_kwargs)
+
+
+def _as_tool(spec: Tool | str | Callable[..., Any]) -> Tool:
+    if isinstance(spec, Tool):
+        return spec
+    if isinstance(spec, str):
+        return make_tool(spec)
+    if isinstance(spec, type) and issubclass(spec, Tool):
+        raise TypeError(f"tools takes Tool instances, got the class {spec.__name__}: write {spec.__name__}()")
+    if callable(spec):
+        return Tool.from_function(spec)
+    raise TypeError(f"a tool is a registered name, a Tool or a typed function, got {type(spec).__name__}")

@@ -118,15 +118,15 @@ class ToolEnv(gym.Env[str, str]):
         return self.task.prompt, self._info()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if not isinstance(action, str):
+            raise TypeError(self._action_type_message(action))
         if self.task is None or self.trajectory is None:
             raise ResetNeeded("call reset() before step()")
         if self._done:
             raise ResetNeeded("the episode is over; call reset() to start another")
         traj = self.trajectory
         parsed = self.parser.parse(action)
-        traj.messages.append(
-            {"role": "assistant", "content": action if isinstance(action, str) else str(action)}
-        )
+        traj.messages.append({"role": "assistant", "content": action})
 
         results: tuple[ToolResult, ...] = ()
         verdict: Verdict | None = None
@@ -155,9 +155,8 @@ class ToolEnv(gym.Env[str, str]):
             traj.stop_reason = "answer" if terminated else "max_turns"
             traj.verdict, traj.reward = verdict, reward
             self._end_episode()
-        info = self._info(action=parsed, tool_results=list(results))
-        if verdict is not None:
-            info["verdict"] = verdict
+        # the same keys at every step (trainers concatenate infos): ``verdict`` is None until the last step
+        info = self._info(action=parsed, tool_results=list(results), verdict=verdict)
         return observation, reward, terminated, truncated, info
 
     def render(self) -> str | None:
@@ -220,6 +219,19 @@ class ToolEnv(gym.Env[str, str]):
         }
         info.update(extra)
         return info
+
+    def _action_type_message(self, action: Any) -> str:
+        name = self.spec.id if self.spec is not None else type(self).__name__
+        hint = (
+            "decode it first (action.decode('utf-8'))"
+            if isinstance(action, bytes | bytearray)
+            else "decode generated token ids with the tokenizer first, or let toolgym.rollout.run_episode "
+            "drive the env"
+        )
+        return (
+            f"{name}: step() takes one action, the model's turn as text (a str), "
+            f"got {type(action).__name__}; {hint}"
+        )
 
     def _end_episode(self) -> None:
         if self._episode_id is not None:

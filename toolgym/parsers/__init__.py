@@ -7,6 +7,7 @@ package registers the built-in formats.
 """
 
 from toolgym.parsers.base import (
+    ERROR_MARKER,
     PARSERS,
     ActionParser,
     InvalidAction,
@@ -21,6 +22,7 @@ from toolgym.parsers.react import ReactParser
 from toolgym.parsers.xml_tags import XmlParser
 
 __all__ = [
+    "ERROR_MARKER",
     "PARSERS",
     "ActionParser",
     "HermesParser",

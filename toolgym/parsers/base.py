@@ -33,6 +33,9 @@ THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 #: The answer text shown in every format's instructions.
 EXAMPLE_ANSWER = "your final answer"
+#: What marks a failed tool call in the observation. Written by ``ActionParser.result_text`` only, so every
+#: tool's failures read the same in every format; a tool's output never carries it.
+ERROR_MARKER = "Error:"
 
 
 class InvalidAction(Exception):
@@ -117,6 +120,8 @@ class ActionParser(ABC):
     observation_role: ClassVar[Literal["tool", "user"]] = "tool"
     #: whether one turn may hold several tool calls (``format_calls`` refuses more than one otherwise)
     supports_multiple_calls: ClassVar[bool] = True
+    #: what ``result_text`` puts before the output of a failed call
+    error_marker: ClassVar[str] = ERROR_MARKER
 
     def __init__(
         self,
@@ -204,10 +209,10 @@ class ActionParser(ABC):
         """The observation for an action that could not be used."""
         return f"Invalid action: {reason}"
 
-    @staticmethod
-    def result_text(result: ToolResult) -> str:
-        """A result's output, marked as an error when the tool failed."""
-        return result.output if result.ok else f"Error: {result.output}"
+    def result_text(self, result: ToolResult) -> str:
+        """A result's output, marked as an error when the tool failed: the one place the marker is written,
+        for every tool (``error`` and ``infra_error`` alike) and every format."""
+        return result.output if result.ok else f"{self.error_marker} {result.output}".rstrip()
 
     # -- helpers for format code ---------------------------------------------------------------------------
 
@@ -283,12 +288,14 @@ class ActionParser(ABC):
                 return text
         return wrap(to_json(call.arguments))
 
-    def example_call(self) -> ToolCall | None:
-        """A call to the primary tool for the instructions, with values from the argument schema (a field's
-        ``examples`` or ``default`` when the tool declares them, else a placeholder of the right type)."""
-        if self.primary_tool is None:
+    def example_call(self, name: str | None = None) -> ToolCall | None:
+        """A call to the tool ``name`` (default: the primary tool, for the instructions) with values from the
+        argument schema (a field's ``examples`` or ``default`` when the tool declares them, else a placeholder
+        of the right type)."""
+        name = name or self.primary_tool
+        if name is None:
             return None
-        tool = self.tools[self.primary_tool]
+        tool = self.tools[name]
         schema = tool.parameters
         properties = schema.get("properties", {})
         wanted = list(schema.get("required", [])) or ([tool.primary_arg] if tool.primary_arg else [])

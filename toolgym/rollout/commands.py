@@ -11,12 +11,26 @@ from typing import Any
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    from toolgym.rollout.models import DTYPES
+
     p.add_argument(
         "--model", default=None, help="model path or HF id, or 'tiny' (the embedded offline model)"
     )
     p.add_argument("--server", default=None, help="URL of a running OpenAI-compatible server (vLLM, SGLang)")
     p.add_argument(
         "--backend", default="vllm", choices=["vllm", "hf"], help="in-process engine (default vllm)"
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="auto|cpu|cuda[:N]",
+        help="where --backend hf runs the model (default auto: a GPU when there is one)",
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=DTYPES,
+        help="model dtype (default auto: vLLM's choice; for hf bfloat16 on a GPU, float32 on the CPU)",
     )
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--format", dest="action_format", default=None, help="action format for every env")
@@ -132,7 +146,9 @@ def _client_and_renderer(args: argparse.Namespace):
         raise ValueError("give --model PATH|tiny or --server URL")
     renderer = make_renderer(args.model)
     engine = {"max_model_len": args.max_model_len} if not args.server and args.backend == "vllm" else {}
-    client = make_client(args.model, server=args.server, backend=args.backend, **engine)
+    client = make_client(
+        args.model, server=args.server, backend=args.backend, device=args.device, dtype=args.dtype, **engine
+    )
     return client, renderer
 
 

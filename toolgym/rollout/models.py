@@ -43,11 +43,28 @@ def generation_eos_ids(model: str) -> set[int]:
     return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
 
+#: what ``--dtype`` takes
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
 def make_client(
-    model: str | None = None, server: str | None = None, backend: str = "vllm", **engine: Any
+    model: str | None = None,
+    server: str | None = None,
+    backend: str = "vllm",
+    *,
+    device: str = "auto",
+    dtype: str = "auto",
+    **engine: Any,
 ) -> LLMClient:
-    """An LLM client: ``server`` (an OpenAI-compatible URL) or an in-process ``backend`` (``vllm``/``hf``)."""
+    """An LLM client: ``server`` (an OpenAI-compatible URL) or an in-process ``backend`` (``vllm``/``hf``).
+
+    ``dtype`` (one of ``DTYPES``) goes to either backend: ``auto`` is vLLM's own choice, and for ``hf``
+    bfloat16 on a GPU and float32 on the CPU. ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) places the
+    ``hf`` model (``auto``: a GPU when there is one); vLLM places its model itself.
+    """
     if server:
+        if (device, dtype) != ("auto", "auto"):
+            raise ValueError("--device and --dtype apply to an in-process backend; the server chose its own")
         from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
 
         return OpenAICompletionsClient(server, model=None if model in (None, "tiny") else model)
@@ -57,6 +74,15 @@ def make_client(
     if backend == "vllm":
         from toolgym.rollout.clients.vllm_inproc import VLLMClient
 
+        if device != "auto":
+            raise ValueError(
+                f"--device {device} applies to --backend hf; vLLM places the model itself "
+                "(choose its GPUs with CUDA_VISIBLE_DEVICES)"
+            )
+        if dtype != "auto":
+            if dtype not in DTYPES:
+                raise ValueError(f"unknown dtype {dtype!r}: use {', '.join(DTYPES)}")
+            engine["dtype"] = dtype
         if model == "tiny" or Path(path).parent.name == "toolgym":
             engine.setdefault("dtype", "float32")
             engine.setdefault("gpu_memory_utilization", 0.05)
@@ -64,5 +90,5 @@ def make_client(
     if backend == "hf":
         from toolgym.rollout.clients.hf import HFClient
 
-        return HFClient(path)
+        return HFClient(path, device=device, dtype=dtype, **engine)
     raise ValueError(f"unknown backend {backend!r}; use 'vllm' or 'hf', or pass a server URL")

@@ -1,6 +1,9 @@
-"""What tests, examples and benchmarks share: the tiny offline model builder, scripted policies, fakes."""
+"""What env authors, tests, examples and benchmarks share: the env check kit (``check_toolenv``,
+``env_check_tests``), the tiny offline model builder, scripted policies, fakes."""
 
 from toolgym.testing.chat_template import CHAT_TEMPLATE
+from toolgym.testing.check import CHECKS, CheckResult, EnvCheckError, EnvCheckReport, check_toolenv
+from toolgym.testing.pytest_kit import env_check_tests
 from toolgym.testing.tiny_model import (
     BUILDER_VERSION,
     TINY_MODEL_SPEC,
@@ -12,8 +15,14 @@ from toolgym.testing.tiny_model import (
 __all__ = [
     "BUILDER_VERSION",
     "CHAT_TEMPLATE",
+    "CHECKS",
     "TINY_MODEL_SPEC",
+    "CheckResult",
+    "EnvCheckError",
+    "EnvCheckReport",
     "TinyModelSpec",
     "build_tiny_model",
+    "check_toolenv",
+    "env_check_tests",
     "tiny_model_path",
 ]

@@ -2,7 +2,9 @@
 
 A tool is a named function the model can call. Its arguments are a pydantic model, so the JSON schema the
 model sees (``parameters``) and the validation of what it sent are one definition. A tool never raises: bad
-arguments and failures come back as a ``ToolResult`` the model reads as its observation.
+arguments and failures come back as a ``ToolResult`` the model reads as its observation. A failed result's
+output is the message alone: the parser puts the error marker before it (``ActionParser.result_text``), once,
+the same way for every tool. A typed function becomes a tool with ``Tool.from_function`` (``@toolgym.tool``).
 """
 
 from __future__ import annotations
@@ -26,13 +28,24 @@ class Tool(ABC):
     ``<calculator>2+2</calculator>`` need no JSON.
 
     Tools that keep per-episode state (a Python session) override ``start_episode``/``end_episode``;
-    ``close`` releases everything the tool holds.
+    ``close`` releases everything the tool holds. ``Tool.from_function(fn)`` makes one from a typed function.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     primary_arg: ClassVar[str | None] = None
+
+    @staticmethod
+    def from_function(
+        fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """A tool from a typed function (sync or async) with a Google-style docstring: the schema from
+        transformers' ``get_json_schema``, validation by pydantic, exceptions as error results (see
+        ``toolgym.tools.function``)."""
+        from toolgym.tools.function import function_tool  # it subclasses Tool, so not at the top
+
+        return function_tool(fn, name=name, description=description)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -147,13 +160,19 @@ def register_tool(cls: _T) -> _T:
     """Class decorator: make a tool available by name (``toolgym.make_tool(name)``, ``toolgym list``).
 
     Third-party packages register theirs the same way, from a module listed under the ``toolgym.tools``
-    entry-point group so it is imported on ``import toolgym``.
+    entry-point group so it is imported on ``import toolgym``. (A function tool registers with
+    ``@toolgym.tool(register=True)``.) Registering the same class again, or a class of the same qualified name
+    (its module imported twice), is a no-op; another class under a taken name is an error.
     """
     existing = TOOLS.get(cls.name)
-    if existing is not None and existing is not cls:
+    if existing is not None and existing is not cls and _qualname(existing) != _qualname(cls):
         raise ValueError(f"a tool named {cls.name!r} is already registered ({existing!r})")
-    TOOLS[cls.name] = cls
+    TOOLS.setdefault(cls.name, cls)
     return cls
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
 
 def make_tool(name: str, **kwargs: Any) -> Tool:

@@ -143,7 +143,7 @@ class Calculator(Tool):
         try:
             value = self.evaluate(args.expression)
         except CalculatorError as exc:
-            return ToolResult(name=self.name, status="error", output=f"Error: {exc}")
+            return ToolResult(name=self.name, status="error", output=str(exc))  # the parser adds the marker
         output = format_number(value, self.decimals)
         return ToolResult(name=self.name, output=output, metadata={"value": str(value)})
 

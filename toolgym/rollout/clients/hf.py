@@ -22,6 +22,10 @@ How it behaves, and why:
   OS entropy when ``None``), so seeding one request neither reseeds the process nor changes what
   concurrent requests sample. The same seed gives the same tokens whenever the logits are the same (a
   different batch composition can, rarely, change the last float bits and so a near-tie).
+- **Device and dtype**: ``device="auto"`` is the first CUDA GPU when there is one, else the CPU; ``cpu``,
+  ``cuda`` and ``cuda:N`` pick one (an absent GPU is an error that says so). ``dtype="auto"`` is bfloat16 on
+  a GPU (float16 on one without bfloat16) and float32 on the CPU; ``float32``, ``bfloat16`` and ``float16``
+  pick one. Logprobs are computed in float32 whatever the dtype.
 - **Stops**: after each token the continuation is decoded (special tokens kept, as the HTTP client asks of
   vLLM) and generation stops at the first stop string it contains; the token that completed the string is
   the last one returned, so the stop string is part of the output. A stop string wins over EOS and over
@@ -32,6 +36,7 @@ How it behaves, and why:
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +47,15 @@ import torch
 from toolgym.rollout.clients.base import FinishReason, Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
 
-__all__ = ["HFClient"]
+__all__ = ["DEVICES", "DTYPES", "HFClient", "resolve_device", "resolve_dtype"]
+
+#: what ``--device`` takes, and ``--dtype`` (with ``auto``)
+DEVICES = "auto, cpu, cuda or cuda:N"
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 @dataclass(eq=False)
@@ -66,7 +79,8 @@ class _Row:
 
 
 class HFClient:
-    """Generate with the transformers causal LM in ``model_path``, loaded here (synchronously).
+    """Generate with the transformers causal LM in ``model_path``, loaded here (synchronously), on ``device``
+    in ``dtype`` (both ``auto`` by default: a GPU in bfloat16 when there is one, else the CPU in float32).
 
     ``max_batch`` bounds how many requests decode together. One client serves one event loop at a time (it
     follows the loop if you switch, e.g. between ``asyncio.run`` calls).
@@ -76,18 +90,35 @@ class HFClient:
         self,
         model_path: str | Path,
         *,
-        device: str | torch.device = "cpu",
-        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype = "auto",
         max_batch: int = 8,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
-        self.device = torch.device(device)
+        place = resolve_device(device)  # before loading: a missing GPU fails fast, saying so
+        dtype = resolve_dtype(dtype, place)
+        tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+        model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype).to(place).eval()
+        self._setup(model, tokenizer, place, max_batch)
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, *, max_batch: int = 8) -> HFClient:
+        """A client over a model already in memory (a trainer's policy): it generates on the model's device
+        in its dtype, and leaves its train/eval mode alone."""
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        client = cls.__new__(cls)
+        client._setup(model, tokenizer, next(model.parameters()).device, max_batch)
+        return client
+
+    def _setup(self, model: Any, tokenizer: Any, device: torch.device, max_batch: int) -> None:
+        self.device = device
         self.max_batch = max_batch
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=dtype).to(self.device).eval()
+        self.tokenizer = tokenizer
+        self.model = model
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0)
@@ -244,6 +275,52 @@ class HFClient:
                 f"prompt ({len(prompt_ids)} tokens) + max_tokens ({sampling.max_tokens}) exceeds the "
                 f"model's maximum length {self.max_length}"
             )
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``; a GPU that is not there is a
+    ``ValueError`` saying what is."""
+    text = str(device).strip().lower()
+    if text == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else _CPU
+    if text == "cpu":
+        return _CPU
+    match = re.fullmatch(r"cuda(?::(\d+))?", text)
+    if match is None:
+        raise ValueError(f"unknown device {device!r}: use {DEVICES}")
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"device {text!r}: CUDA is not available here (torch {torch.__version__}, "
+            "torch.cuda.is_available() is False); use --device cpu, or auto (a GPU only when there is one)"
+        )
+    count = torch.cuda.device_count()
+    index = int(match.group(1)) if match.group(1) is not None else torch.cuda.current_device()
+    if index >= count:
+        raise ValueError(
+            f"device {text!r}: only {count} CUDA device(s) are visible (cuda:0 to cuda:{count - 1}); "
+            "check CUDA_VISIBLE_DEVICES"
+        )
+    return torch.device("cuda", index)
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: torch.device | None = None) -> torch.dtype:
+    """``auto`` (bfloat16 on a GPU, float16 on a GPU without bfloat16, float32 on the CPU) or a name in
+    ``DTYPES``."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in DTYPES.values():
+            raise ValueError(f"unsupported dtype {dtype}: use auto, {', '.join(DTYPES)}")
+        return dtype
+    text = str(dtype).strip().lower()
+    if text == "auto":
+        if device is None or device.type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if text not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: use auto, {', '.join(DTYPES)}")
+    return DTYPES[text]
+
+
+_CPU = torch.device("cpu")
 
 
 def _penalized(logits: torch.Tensor, row: _Row) -> torch.Tensor:

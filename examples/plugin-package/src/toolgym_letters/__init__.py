@@ -1,0 +1,1 @@
+"""An example toolgym plugin: the ``count_letter`` tool and the ``letters/CountLetters-v0`` env."""
