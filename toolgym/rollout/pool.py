@@ -5,6 +5,8 @@ An env runs one episode at a time, and building one can be costly (a search inde
 so episodes borrow instances from an :class:`EnvPool` and give them back. Instances are keyed by env id *and*
 kwargs: a verl batch can mix ``Math-v0`` rows with different ``max_turns``. A GRPO group's samples must see
 the same task: :func:`draw_task` draws it once, and each sample then resets with ``options={"task": task}``.
+A trainer's data row names its episode with an :class:`EpisodeKey` (env, kwargs, pinned task, seed), so any
+worker on any node replays the same episode from the row alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolgym.core.task import Task
 
@@ -28,6 +30,25 @@ class EnvRequest(BaseModel):
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     weight: float = Field(1.0, gt=0.0)
+
+
+class EpisodeKey(BaseModel):
+    """What one training row pins: the env (id and ``gym.make`` kwargs), the task and the seed ``env.reset``
+    gets. Every sample of a GRPO group shares its row's key, so they all play the same task."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env_id: str
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    task: Task
+    seed: int | None = None
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> EpisodeKey:
+        return cls.model_validate_json(text)
 
 
 def env_key(env_id: str, kwargs: Mapping[str, Any] | None = None) -> str:
@@ -109,4 +130,4 @@ def draw_task(env: gym.Env, seed: int) -> Task:
     return task
 
 
-__all__ = ["EnvPool", "EnvRequest", "draw_task", "env_key"]
+__all__ = ["EnvPool", "EnvRequest", "EpisodeKey", "draw_task", "env_key"]

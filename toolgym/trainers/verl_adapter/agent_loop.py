@@ -32,7 +32,6 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
-from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Sampling
@@ -40,6 +39,7 @@ from toolgym.rollout.episode import RolloutConfig, run_episode
 from toolgym.rollout.models import generation_eos_ids
 from toolgym.rollout.pool import EnvPool
 from toolgym.trainers.verl_adapter.client import VerlServerClient
+from toolgym.trainers.verl_adapter.export import episode_key
 
 DEFAULT_MAX_CONCURRENT_EPISODES = 256
 
@@ -82,7 +82,10 @@ class ToolgymAgentLoop(AgentLoopBase):
         self.max_concurrent_episodes = max_concurrent_episodes
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
-        row = _ExportedRow.parse(kwargs.get("extra_info"), kwargs.get("data_source"))
+        try:
+            row = episode_key(kwargs.get("extra_info"))
+        except ValueError as exc:
+            raise ValueError(f"data_source {kwargs.get('data_source')!r}: {exc}") from None
         config = RolloutConfig(
             max_response_tokens=self.response_length,
             max_tokens_per_turn=self.max_tokens_per_turn,
@@ -161,30 +164,6 @@ def _sampling(params: dict[str, Any]) -> Sampling:
         top_k=-1 if top_k is None or int(top_k) <= 0 else int(top_k),
         repetition_penalty=float(params.get("repetition_penalty", 1.0)),
     )
-
-
-class _ExportedRow:
-    """What a row exported by ``toolgym export verl`` says about its episode (``extra_info``)."""
-
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], task: Task, seed: int | None):
-        self.env_id, self.env_kwargs, self.task, self.seed = env_id, env_kwargs, task, seed
-
-    @classmethod
-    def parse(cls, extra_info: Any, data_source: Any) -> _ExportedRow:
-        if not isinstance(extra_info, dict) or not extra_info.get("env_id") or not extra_info.get("task"):
-            raise ValueError(
-                f"a row for the toolgym agent loop (data_source {data_source!r}) has no "
-                "extra_info.env_id/task: write the data with `toolgym export verl` (or give other rows "
-                "another agent_name)"
-            )
-        kwargs = extra_info.get("env_kwargs") or "{}"
-        seed = extra_info.get("seed")
-        return cls(
-            env_id=str(extra_info["env_id"]),
-            env_kwargs=json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs),
-            task=Task.model_validate_json(extra_info["task"]),
-            seed=None if seed is None else int(seed),
-        )
 
 
 class _WorkerState:

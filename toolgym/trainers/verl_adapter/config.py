@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -33,6 +33,8 @@ class TrainConfig(BaseModel):
     """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the end of the message for an unknown key: where settings this model does not name go
+    unknown_key_hint: ClassVar[str] = " (anything verl-specific goes in verl_overrides: [key=value])"
 
     #: HF model path or id (``tiny`` is the embedded offline test model)
     model: str
@@ -154,8 +156,12 @@ class TrainConfig(BaseModel):
         return {k: v for k, v in chosen.items() if v is not None}
 
 
-def load_train_config(path: str | Path) -> TrainConfig:
-    """Read and validate a ``toolgym train`` YAML; every problem is a ``ValueError`` that says what to fix."""
+Config = TypeVar("Config", bound=BaseModel)
+
+
+def load_train_config(path: str | Path, config: type[Config] = TrainConfig) -> Config:  # type: ignore[assignment]
+    """Read and validate a ``toolgym train`` YAML (a ``TrainConfig``, or the ``config`` model of another
+    trainer); every problem is a ``ValueError`` that says what to fix."""
     import yaml
 
     path = Path(path)
@@ -169,18 +175,18 @@ def load_train_config(path: str | Path) -> TrainConfig:
         raise ValueError(f"{path} must be a YAML mapping of settings (model: ..., envs: [...], ...)")
     data.setdefault("experiment", path.stem)
     try:
-        return TrainConfig.model_validate(data)
+        return config.model_validate(data)
     except ValidationError as exc:
-        raise ValueError(f"{path} is not a valid toolgym train config:\n{explain(exc)}") from None
+        raise ValueError(f"{path} is not a valid toolgym train config:\n{explain(exc, config)}") from None
 
 
-def explain(exc: ValidationError) -> str:
+def explain(exc: ValidationError, config: type[BaseModel] = TrainConfig) -> str:
     """One line per problem, naming the key; an unknown key gets the closest known one and the full list."""
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         if err["type"] == "extra_forbidden":
-            lines.append(f"  - {loc}: unknown key. {_unknown_key_hint(err['loc'])}")
+            lines.append(f"  - {loc}: unknown key. {_unknown_key_hint(err['loc'], config)}")
         elif err["type"] == "missing":
             lines.append(f"  - {loc}: required, but missing")
         else:
@@ -189,11 +195,11 @@ def explain(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
-    model = EnvSpec if "envs" in loc[:-1] else TrainConfig
+def _unknown_key_hint(loc: tuple[Any, ...], config: type[BaseModel] = TrainConfig) -> str:
+    model = EnvSpec if "envs" in loc[:-1] else config
     known = list(model.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     guess = f"Did you mean `{close[0]}`? " if close else ""
     where = "an env entry" if model is EnvSpec else "a train config"
-    extra = "" if model is EnvSpec else " (anything verl-specific goes in verl_overrides: [key=value])"
+    extra = "" if model is EnvSpec else getattr(config, "unknown_key_hint", "")
     return f"{guess}Keys of {where}: {', '.join(known)}{extra}"

@@ -34,7 +34,7 @@ import numpy as np
 
 from toolgym.core.env import ToolEnv
 from toolgym.core.task import ListSource, Task
-from toolgym.rollout.pool import EnvRequest, draw_task
+from toolgym.rollout.pool import EnvRequest, EpisodeKey, draw_task
 from toolgym.trainers.verl_adapter import AGENT_NAME
 
 Split = Literal["train", "val"]
@@ -76,7 +76,7 @@ def build_rows(
     for request, count in zip(requests, _shares(n, [r.weight for r in requests]), strict=True):
         env = gym.make(request.id, **request.kwargs)
         try:
-            rows += _env_rows(env, request, count, split, seed)
+            rows += env_rows(env, request, count, split, seed)
         finally:
             env.close()
     order = np.random.default_rng(seed).permutation(len(rows)) if len(requests) > 1 else range(len(rows))
@@ -84,6 +84,24 @@ def build_rows(
     for index, row in enumerate(rows):
         row["extra_info"]["index"] = index
     return rows
+
+
+def episode_key(extra_info: Any) -> EpisodeKey:
+    """The episode an exported row pins, read back from its ``extra_info`` (a clear error for rows that were
+    not exported by toolgym)."""
+    if not isinstance(extra_info, dict) or not extra_info.get("env_id") or not extra_info.get("task"):
+        raise ValueError(
+            "the row has no extra_info.env_id/task: write the data with `toolgym export verl` (or give rows "
+            "that toolgym's agent loop should not play another agent_name)"
+        )
+    kwargs = extra_info.get("env_kwargs") or "{}"
+    seed = extra_info.get("seed")
+    return EpisodeKey(
+        env_id=str(extra_info["env_id"]),
+        env_kwargs=json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs),
+        task=Task.model_validate_json(extra_info["task"]),
+        seed=None if seed is None else int(seed),
+    )
 
 
 def prompt_token_lengths(parquet: str | Path, model: str) -> list[int]:
@@ -98,7 +116,7 @@ def prompt_token_lengths(parquet: str | Path, model: str) -> list[int]:
     return [len(renderer.prompt_ids(messages)) for messages in prompts]
 
 
-def _env_rows(env: gym.Env, request: EnvRequest, count: int, split: Split, seed: int) -> list[dict]:
+def env_rows(env: gym.Env, request: EnvRequest, count: int, split: Split, seed: int) -> list[dict]:
     inner = env.unwrapped
     if not isinstance(inner, ToolEnv):
         raise TypeError(f"{request.id} is not a toolgym env ({type(inner).__name__}); verl export needs one")
@@ -172,4 +190,4 @@ def _answer_text(answer: Any) -> str:
     return json.dumps(answer, default=str)
 
 
-__all__ = ["build_rows", "export_verl", "prompt_token_lengths"]
+__all__ = ["build_rows", "env_rows", "episode_key", "export_verl", "prompt_token_lengths"]

@@ -422,7 +422,13 @@ def run_verl(command: list[str], cwd: Path | None = None) -> int:
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="toolgym train YAML (see examples/verl/)")
+    p.add_argument("--config", required=True, help="toolgym train YAML (see examples/verl/, examples/trl/)")
+    p.add_argument(
+        "--trainer",
+        choices=["verl", "trl"],
+        default="verl",
+        help="verl: GRPO/PPO with verl (default); trl: GRPO with TRL in this process (examples/trl/)",
+    )
     p.add_argument(
         "--dry-run", action="store_true", help="print the verl command and check it against verl's config"
     )
@@ -433,6 +439,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if getattr(args, "trainer", "verl") == "trl":
+        from toolgym.trainers.trl_adapter.launch import cmd_train_trl
+
+        return cmd_train_trl(args)
     cfg = load_train_config(args.config)
     run_dir = Path(args.out) if args.out else Path("runs") / (cfg.experiment or "toolgym")
     plan = plan_run(cfg, run_dir, args.overrides)

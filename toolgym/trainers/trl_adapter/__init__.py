@@ -1,0 +1,38 @@
+"""Train any toolgym env with TRL's ``GRPOTrainer`` (trl >= 1.16), on toolgym's shared episode runner.
+
+- ``make_rollout_func(env, ...)`` (``rollout.py``, imports TRL only when called): the ``rollout_func`` that
+  plays each prompt's episode with the trainer's own policy (its model, or TRL's vLLM backend) and returns
+  the runner's tokens, the observation mask (``env_mask``) and the verifier's reward (``env_reward``).
+- ``env_reward``: the reward function to pass as ``reward_funcs``.
+- ``prompt_dataset(env, n)`` (``data.py``): the train dataset, one row per episode, each pinning its env,
+  task and seed (so a GRPO group plays one task).
+- ``toolgym train --trainer trl --config FILE.yaml`` (``launch.py``, ``config.py``): one YAML in, a GRPO run.
+- ``probe.py``: ``toolgym-debug/Probe-v0``, an env a model with random weights learns in seconds, to check a
+  trainer's wiring by learning (registered with Gymnasium when ``probe`` is imported; ``ENV_ENTRY`` is the
+  ``module:id`` that ``gym.make`` resolves anywhere).
+
+Importing this package imports neither TRL nor torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.trainers.trl_adapter.data import EpisodeKey, prompt_dataset
+
+_LAZY = {
+    "make_rollout_func": "toolgym.trainers.trl_adapter.rollout",
+    "env_reward": "toolgym.trainers.trl_adapter.rollout",
+    "ToolgymRolloutFunc": "toolgym.trainers.trl_adapter.rollout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["EpisodeKey", "ToolgymRolloutFunc", "env_reward", "make_rollout_func", "prompt_dataset"]

@@ -1,0 +1,231 @@
+"""``toolgym train --trainer trl``: a :class:`TRLTrainConfig` YAML becomes a GRPO run with TRL, in-process.
+
+The run: the train dataset from the envs' task sources (``prompt_dataset``), toolgym's rollout function on
+the shared episode runner (``make_rollout_func``), ``env_reward`` as the reward, and TRL's ``GRPOTrainer``
+with the ``GRPOConfig`` derived here (``trl_args`` and ``-- name=value`` overrides win). Each logged step
+prints a row of the reward table (reward, success, turns, tool calls, tokens). ``--dry-run`` prints the
+``GRPOConfig`` settings after TRL has accepted them, and writes nothing.
+
+Several GPUs: ``accelerate launch $(which toolgym) train --trainer trl --config FILE.yaml`` (each rank plays
+its share of the episodes; with ``use_vllm`` every rank takes part in every generation round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+from typing import Any
+
+from toolgym.trainers.trl_adapter.config import TRLTrainConfig, load_trl_config
+
+#: what the reward table shows, from TRL's logs: (column, log key, format)
+TABLE_COLUMNS = (
+    ("step", "step", "{:>5d}"),
+    ("reward", "reward", "{:>7.3f}"),
+    ("success", "toolgym/passed", "{:>7.3f}"),
+    ("turns", "toolgym/turns", "{:>6.2f}"),
+    ("tool calls", "toolgym/tool_calls", "{:>10.2f}"),
+    ("gen tokens", "completions/mean_length", "{:>10.1f}"),
+    ("untrainable", "toolgym/untrainable", "{:>11.3f}"),
+)
+
+
+def apply_overrides(cfg: TRLTrainConfig, overrides: list[str] | tuple[str, ...]) -> TRLTrainConfig:
+    """``name=value`` (the value read as YAML): a config key, else a ``GRPOConfig`` field (``trl_args``)."""
+    import yaml
+
+    data = cfg.model_dump()
+    trl_args = dict(data["trl_args"])
+    for item in overrides:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise ValueError(
+                f"{item!r} is not an override: write name=value (e.g. steps=50 or warmup_steps=10)"
+            )
+        value = yaml.safe_load(text)
+        if name in TRLTrainConfig.model_fields:
+            data[name] = value
+        else:
+            trl_args[name] = value
+    data["trl_args"] = trl_args
+    return TRLTrainConfig.model_validate(data)
+
+
+def grpo_settings(cfg: TRLTrainConfig, run_dir: Path) -> dict[str, Any]:
+    """``GRPOConfig`` keyword arguments: toolgym's derived settings, then ``trl_args`` on top."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    on_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not cuda)
+    bf16 = (not on_cpu and torch.cuda.is_bf16_supported()) if cfg.bf16 == "auto" else cfg.bf16
+    settings: dict[str, Any] = {
+        "output_dir": str(run_dir),
+        "run_name": cfg.experiment,
+        "seed": cfg.seed,
+        "num_generations": cfg.group_size,
+        "per_device_train_batch_size": cfg.prompts_per_step * cfg.group_size,
+        "max_completion_length": cfg.max_response_length,
+        "learning_rate": cfg.learning_rate,
+        "beta": cfg.kl_coef,
+        "temperature": cfg.temperature,
+        "num_train_epochs": cfg.epochs,
+        "max_steps": cfg.steps or -1,
+        "use_cpu": on_cpu,
+        "bf16": bool(bf16),
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "use_vllm": cfg.use_vllm,
+        "logging_steps": cfg.logging_steps,
+        "report_to": [name for name in cfg.logger if name != "console"],
+        "save_strategy": "steps" if cfg.save_freq > 0 else "no",
+        "disable_tqdm": True,  # the reward table is the console log
+    }
+    if cfg.save_freq > 0:
+        settings["save_steps"] = cfg.save_freq
+    if cfg.use_vllm:
+        settings["vllm_mode"] = cfg.vllm_mode
+        settings["vllm_gpu_memory_utilization"] = cfg.vllm_gpu_memory_utilization
+        if cfg.max_prompt_length is not None:
+            settings["vllm_max_model_length"] = cfg.max_prompt_length + cfg.max_response_length
+    settings.update(cfg.trl_args)
+    return settings
+
+
+def check_trl_args(names: list[str]) -> None:
+    """Every ``trl_args`` name must be a ``GRPOConfig`` field (a typo fails here, not as a TypeError)."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    known = [f.name for f in dataclasses.fields(GRPOConfig)]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ValueError(f"trl_args.{name}: not a GRPOConfig field; {hint}(TRL's GRPOConfig lists them)")
+
+
+def check_envs(cfg: TRLTrainConfig) -> None:
+    from toolgym.trainers.trl_adapter.data import unknown_env_ids
+
+    for i, env in enumerate(cfg.envs):
+        if unknown_env_ids([env.id]):
+            import toolgym
+
+            close = difflib.get_close_matches(env.id, list(toolgym.ENVS), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ValueError(
+                f"envs.{i}.id: unknown env {env.id!r}; {hint}`toolgym list` shows the registered envs"
+            )
+
+
+def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
+    """TRL's ``GRPOConfig`` for the run, built (and so checked) by TRL itself."""
+    from trl import GRPOConfig
+
+    settings = grpo_settings(cfg, run_dir)
+    check_trl_args(list(cfg.trl_args))
+    try:
+        return GRPOConfig(**settings)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"TRL's GRPOConfig rejected the settings: {exc}") from None
+
+
+def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | None = None) -> Any:
+    """Dataset, rollout function and ``GRPOTrainer`` for the run (nothing trained yet)."""
+    from transformers import AutoTokenizer, PrinterCallback
+    from trl import GRPOTrainer
+
+    from toolgym.rollout import EnvRequest
+    from toolgym.rollout.models import resolve_model
+    from toolgym.trainers.trl_adapter.data import prompt_dataset
+    from toolgym.trainers.trl_adapter.rollout import env_reward, make_rollout_func
+
+    args = grpo_config(cfg, run_dir)
+    envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
+    rollout = make_rollout_func(
+        envs,
+        max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_prompt_tokens=cfg.max_prompt_length,
+        max_concurrent_episodes=cfg.max_concurrent_episodes,
+    )
+    model = resolve_model(cfg.model)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[env_reward],
+        args=args,
+        train_dataset=prompt_dataset(envs, cfg.train_rows, seed=cfg.seed),
+        processing_class=AutoTokenizer.from_pretrained(model),
+        rollout_func=rollout,
+        callbacks=[reward_table(), *(callbacks or [])],
+    )
+    trainer.remove_callback(PrinterCallback)  # the reward table replaces the log dict printed per step
+    return trainer
+
+
+def reward_table(out: Any = None) -> Any:
+    """A ``TrainerCallback`` that prints one row per logged step (``TABLE_COLUMNS``) and keeps the rows."""
+    from transformers import TrainerCallback
+
+    class RewardTable(TrainerCallback):
+        def __init__(self) -> None:
+            self.rows: list[dict[str, float]] = []
+            self.out = out or sys.stdout
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any
+        ) -> None:
+            if not logs or "reward" not in logs or not state.is_world_process_zero:
+                return
+            row = {"step": int(state.global_step), **{k: float(v) for k, v in logs.items() if _number(v)}}
+            if not self.rows:
+                print("  ".join(name for name, _, _ in TABLE_COLUMNS), file=self.out)
+            self.rows.append(row)
+            cells = []
+            for name, key, fmt in TABLE_COLUMNS:
+                value = row.get(key)
+                cells.append(fmt.format(value) if value is not None else "-".rjust(len(name)))
+            print("  ".join(cells), file=self.out, flush=True)
+
+    return RewardTable()
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def cmd_train_trl(args: argparse.Namespace) -> int:
+    cfg = apply_overrides(load_trl_config(args.config), args.overrides)
+    run_dir = Path(args.out) if args.out else Path("runs") / (cfg.experiment or "toolgym")
+    check_envs(cfg)
+    if args.dry_run:
+        import yaml
+
+        settings = grpo_settings(cfg, run_dir.resolve())
+        grpo_config(cfg, run_dir.resolve())
+        print(yaml.safe_dump({"GRPOConfig": settings}, sort_keys=False), end="")
+        if cfg.use_vllm and settings.get("use_cpu"):
+            print("note: no CUDA GPU here; use_vllm needs one for the real run", file=sys.stderr)
+        print(
+            f"dry run: TRL's GRPOConfig accepts the settings; a real run trains in this process and writes "
+            f"to {run_dir}",
+            file=sys.stderr,
+        )
+        return 0
+    trainer = build_trainer(cfg, run_dir)
+    trainer.train()
+    trainer.save_model(str(run_dir / "final"))
+    trainer.rollout_func.close()
+    print(f"saved the trained model to {run_dir / 'final'}", file=sys.stderr)
+    return 0
+
+
+__all__ = [
+    "apply_overrides",
+    "build_trainer",
+    "cmd_train_trl",
+    "grpo_config",
+    "grpo_settings",
+    "reward_table",
+]

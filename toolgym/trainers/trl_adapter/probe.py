@@ -1,0 +1,130 @@
+"""toolgym-debug/Probe-v0: the smallest tool-use env a model with random weights learns, to prove a trainer's
+wiring (observation masks, rewards, groups) by learning rather than by shape checks.
+
+An episode has two turns: the first always calls the ``probe`` tool (whatever it says becomes the probe's
+note) and its output is the observation; the second is the final answer. The reward is 1.0 when the answer
+starts with ``s`` or ``t``, else 0.0. With one generated token per turn (``max_tokens_per_turn=1``) the tiny
+offline model starts near 0.1 (about a tenth of its tokens start so) and GRPO lifts it close to 1.0 within
+about 20 CPU steps — but only when the loss is on the tokens the model generated and each sample gets its
+own reward: the rewarded token comes after the observation, so training on the observation tokens instead
+(an inverted mask), on the first turn only, or with rewards shuffled among the samples learns nothing.
+
+The first turn is a tool call by position, not by what it says, so that a model with random weights (which
+never writes tags) makes one: the env tells its parser which turn it parses. Everything else is a normal
+``ToolEnv`` (the turn loop, the verifier contract, the trajectory).
+
+It is registered with Gymnasium on import of this module, under its own namespace and not in toolgym's env
+catalogue (``toolgym list``, the env check kit): it is a fixture for trainers, not a task. ``ENV_ENTRY``
+(``"toolgym.trainers.trl_adapter.probe:toolgym-debug/Probe-v0"``) makes ``gym.make`` import it first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict
+
+from toolgym.core.env import ToolEnv
+from toolgym.core.task import ProceduralSource, Task
+from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Verdict
+from toolgym.parsers.base import ActionParser
+from toolgym.rewards.base import Verifier
+from toolgym.tools.base import Tool
+
+ENV_ID = "toolgym-debug/Probe-v0"
+#: the id ``gym.make`` resolves in any process (it imports this module first)
+ENV_ENTRY = f"{__name__}:{ENV_ID}"
+TARGET_LETTERS = frozenset("st")
+SYSTEM_PROMPT = "Probe, then answer."
+
+
+def first_letter(text: str) -> str:
+    """The first character of ``text`` after whitespace, lower-cased ('' for blank text)."""
+    stripped = text.strip()
+    return stripped[0].lower() if stripped else ""
+
+
+class ProbeTool(Tool):
+    name = "probe"
+    description = "Probe the environment."
+    primary_arg = "note"
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        note: str = ""
+
+    def run(self, args: Any) -> ToolResult:
+        return ToolResult(name=self.name, output="probed")
+
+
+class ProbeParser(ActionParser):
+    """The first turn calls ``probe`` (its text is the note); any later turn is the final answer. The env
+    sets ``first_turn`` before each parse."""
+
+    name = "probe"
+    observation_role = "tool"
+    first_turn = True
+
+    @property
+    def stop_sequences(self) -> list[str]:
+        return []
+
+    def instructions(self) -> str:
+        return "Your first turn probes; your second turn is the answer."
+
+    def _parse(self, text: str) -> ParsedAction:
+        if self.first_turn:
+            return ParsedAction.calls(ToolCall(name=ProbeTool.name, arguments={"note": text}))
+        return ParsedAction.final(text.strip())
+
+    def format_call(self, call: ToolCall) -> str:
+        return str(call.arguments.get("note") or "probe")
+
+    def format_answer(self, answer: str) -> str:
+        return answer
+
+
+class ProbeEnv(ToolEnv):
+    """A ``ToolEnv`` whose parser knows whether it reads the first turn."""
+
+    parser: ProbeParser
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        self.parser.first_turn = self.trajectory is None or not self.trajectory.turns
+        return super().step(action)
+
+
+class ProbeVerifier(Verifier):
+    """1.0 for an answer starting with ``s`` or ``t`` after a probe, else 0.0."""
+
+    name = "probe"
+
+    def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
+        probed = trajectory is not None and trajectory.tool_calls > 0
+        target = first_letter(answer) in TARGET_LETTERS
+        passed = probed and target
+        return Verdict(reward=float(passed), passed=passed, details={"probed": probed, "target": target})
+
+
+def _task(seed: int) -> Task:
+    return Task(id=str(seed), prompt="Go.", answer="a word starting with s or t")
+
+
+def make_probe_env(max_turns: int = 2, **env_kwargs: Any) -> ProbeEnv:
+    tools = [ProbeTool()]
+    env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
+    return ProbeEnv(
+        ProceduralSource("probe", _task),
+        tools,
+        ProbeVerifier(),
+        ProbeParser(tools),
+        max_turns=max_turns,
+        **env_kwargs,
+    )
+
+
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point=make_probe_env)
+
+__all__ = ["ENV_ENTRY", "ENV_ID", "ProbeEnv", "ProbeParser", "ProbeTool", "ProbeVerifier", "make_probe_env"]

@@ -1,0 +1,487 @@
+"""``make_rollout_func``: TRL's ``GRPOTrainer(rollout_func=...)`` on toolgym's shared episode runner.
+
+TRL calls ``rollout_func(prompts, trainer)`` with this rank's prompts, each repeated ``num_generations`` times
+in a row (a GRPO group), and wants one row back per prompt, in order: ``prompt_ids``, ``completion_ids``,
+``logprobs`` and any extra keys, which reach the reward functions as keyword arguments; ``env_mask`` becomes
+the loss's tool mask (0 = not trained on). TRL checks none of the lengths. For each prompt the function here:
+
+1. reads the episode key the prompt carries (:func:`~toolgym.trainers.trl_adapter.data.prompt_dataset`
+   puts it there): env, kwargs, task, seed — so every sample of a group plays the same task from the same
+   reset;
+2. plays the episode with ``toolgym.rollout.run_episode`` (all of the batch at once, concurrently), generating
+   with the trainer's own policy: its model through toolgym's HF client (``unwrap_model_for_generation``, as
+   TRL's own generation does), or TRL's vLLM backend when ``use_vllm=True`` (in rounds all ranks take
+   together, see :mod:`~toolgym.trainers.trl_adapter.lockstep`);
+3. returns the runner's tokens as they are: ``completion_ids`` = every token after the prompt, ``env_mask``
+   = 1 exactly on the tokens the policy generated (0 on observations and template tokens), their
+   ``logprobs``, and the verifier's reward as ``env_reward`` (give :func:`env_reward` to ``reward_funcs``).
+
+Budgets are the runner's: ``completion_ids`` never exceed ``max_completion_length`` (or
+``max_response_tokens``), a turn never exceeds ``max_tokens_per_turn``, and a prompt over
+``max_prompt_tokens`` fails its episode. An episode that fails (engine, env, prompt too long) or whose
+verifier failed is returned untrainable: an all-zero ``env_mask`` and ``env_reward=None``, which TRL treats as
+unscorable (advantage 0), so a batch survives one bad episode and never learns from a reward that judged
+nothing.
+
+Keep ``mask_truncated_completions=False`` (TRL's default): TRL counts a completion that does not end in EOS as
+truncated, and multi-turn episodes routinely end on a stop string such as ``</answer>``.
+
+TRL's other multi-turn path, ``environment_factory``, is not used: there TRL drives the turns itself, parsing
+tool calls in the chat template's own format and calling the environment's methods, so the env's action
+format, invalid-action feedback, turn and token budgets and verifier would not apply — a different episode
+from the one every other adapter trains on, and not the shared runner's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import warnings
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from toolgym.core.types import Trajectory
+from toolgym.rollout.chat import ChatRenderer
+from toolgym.rollout.clients.base import LLMClient, Sampling
+from toolgym.rollout.episode import RolloutConfig, run_episode
+from toolgym.rollout.pool import EnvPool
+from toolgym.trainers.trl_adapter.data import (
+    EnvSource,
+    EpisodeKey,
+    env_requests,
+    key_of_prompt,
+    unknown_env_ids,
+)
+
+DEFAULT_MAX_CONCURRENT_EPISODES = 256
+
+
+class ToolgymRolloutFunc:
+    """The callable ``make_rollout_func`` returns (see the module docstring and ``make_rollout_func``).
+
+    ``last_trajectories`` holds the trajectories of the latest call (for logging, debugging and tests) and
+    ``last_call`` its number (episode ``i`` of call ``c`` sends its turns as session ``trl-<c>-<i>``).
+    """
+
+    def __init__(
+        self,
+        env: EnvSource,
+        *,
+        max_response_tokens: int | None = None,
+        max_tokens_per_turn: int | None = None,
+        max_prompt_tokens: int | None = None,
+        max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        client: LLMClient | None = None,
+    ):
+        for name, value in (
+            ("max_response_tokens", max_response_tokens),
+            ("max_tokens_per_turn", max_tokens_per_turn),
+            ("max_prompt_tokens", max_prompt_tokens),
+        ):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if max_concurrent_episodes < 1:
+            raise ValueError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
+        self.requests = env_requests(env)
+        self.factory: Callable[[], gym.Env] | None = None if self.requests is not None else env  # type: ignore[assignment]
+        if self.requests is not None:
+            unknown = unknown_env_ids([r.id for r in self.requests])
+            if unknown:
+                raise ValueError(f"unknown env ids {unknown}; `toolgym list` shows the registered envs")
+        self.max_response_tokens = max_response_tokens
+        self.max_tokens_per_turn = max_tokens_per_turn
+        self.max_prompt_tokens = max_prompt_tokens
+        self.max_concurrent_episodes = max_concurrent_episodes
+        self.chat_template_kwargs = chat_template_kwargs
+        self.client = client
+        self.last_trajectories: list[Trajectory] = []
+        self.last_call = -1
+        self._pool = EnvPool()
+        self._factory_envs: list[gym.Env] = []
+        self._factory_lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-trl")
+        self._renderers: dict[int, ChatRenderer] = {}
+        self._stops: list[str] | None = None
+        self._calls = itertools.count()
+
+    # -- TRL's entry point -----------------------------------------------------------------------------------
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        keys = [key_of_prompt(p) for p in prompts]
+        self._check_envs(keys)
+        call = next(self._calls)
+        config = self._config(trainer)
+        renderer = self._renderer(trainer)
+        if self.client is not None:
+            trajs = _run(
+                self._play(self.client, keys, config, renderer, self._seeds(trainer, call, len(keys)), call)
+            )
+        elif getattr(trainer, "use_vllm", False):
+            trajs = self._with_vllm(trainer, keys, config, renderer, call)
+        else:
+            trajs = self._with_model(trainer, keys, config, renderer, call)
+        self.last_trajectories, self.last_call = trajs, call
+        return trl_outputs(
+            trajs, filler_id=_filler_id(renderer.tokenizer), max_prompt_tokens=config.max_prompt_tokens
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+        for env in self._factory_envs:
+            env.close()
+        self._factory_envs.clear()
+        self._executor.shutdown(wait=False)
+
+    # -- generation backends ---------------------------------------------------------------------------------
+
+    def _with_model(
+        self, trainer: Any, keys: list[EpisodeKey], config: RolloutConfig, renderer: ChatRenderer, call: int
+    ) -> list[Trajectory]:
+        """The trainer's model, unwrapped for generation as TRL's own HF generation does it."""
+        from trl.models import unwrap_model_for_generation
+
+        from toolgym.rollout.clients.hf import HFClient
+
+        args = trainer.args
+        with ExitStack() as stack:
+            model = stack.enter_context(
+                unwrap_model_for_generation(
+                    trainer.model_wrapped,
+                    trainer.accelerator,
+                    gather_deepspeed3_params=getattr(args, "ds3_gather_for_generation", True),
+                    gradient_checkpointing_kwargs=getattr(args, "gradient_checkpointing_kwargs", None),
+                )
+            )
+            dist = getattr(trainer, "_dist", None)  # FSDP: full parameters for the forward passes
+            if dist is not None and hasattr(dist, "summon_full_params"):
+                stack.enter_context(dist.summon_full_params(trainer.model_wrapped, recurse=False))
+            client = HFClient.from_model(model, renderer.tokenizer, max_batch=min(len(keys), 64))
+            seeds = self._seeds(trainer, call, len(keys))
+            return _run(self._play(client, keys, config, renderer, seeds, call, close=client))
+
+    def _with_vllm(
+        self, trainer: Any, keys: list[EpisodeKey], config: RolloutConfig, renderer: ChatRenderer, call: int
+    ) -> list[Trajectory]:
+        """TRL's vLLM backend, in rounds every rank takes together (see ``lockstep``)."""
+        from toolgym.trainers.trl_adapter.lockstep import (
+            LockstepClient,
+            accelerate_exchange,
+            trl_batch_generate,
+        )
+
+        generation = trainer.vllm_generation
+        collective = trainer.vllm_mode == "server" or getattr(generation, "tensor_parallel_size", 1) > 1
+        client = LockstepClient(
+            trl_batch_generate(
+                generation, max_tokens=config.max_tokens_per_turn, stop=self._stop_strings(keys)
+            ),
+            exchange=accelerate_exchange(trainer.accelerator) if collective else None,
+            filler_id=_filler_id(renderer.tokenizer),
+        )
+
+        async def play() -> list[Trajectory]:
+            episodes = self._episodes(client, keys, config, renderer, [None] * len(keys), call)
+            return await client.drive(episodes)
+
+        return _run(play())
+
+    # -- episodes --------------------------------------------------------------------------------------------
+
+    async def _play(
+        self,
+        client: LLMClient,
+        keys: list[EpisodeKey],
+        config: RolloutConfig,
+        renderer: ChatRenderer,
+        seeds: Sequence[int | None],
+        call: int,
+        close: LLMClient | None = None,
+    ) -> list[Trajectory]:
+        try:
+            return list(await asyncio.gather(*self._episodes(client, keys, config, renderer, seeds, call)))
+        finally:
+            if close is not None:
+                await close.close()
+
+    def _episodes(
+        self,
+        client: LLMClient,
+        keys: list[EpisodeKey],
+        config: RolloutConfig,
+        renderer: ChatRenderer,
+        seeds: Sequence[int | None],
+        call: int,
+    ) -> list[Coroutine[Any, Any, Trajectory]]:
+        slots = asyncio.Semaphore(self.max_concurrent_episodes)
+
+        async def one(i: int, key: EpisodeKey) -> Trajectory:
+            async with slots:
+                env = await asyncio.get_running_loop().run_in_executor(self._executor, self._acquire, key)
+                try:
+                    traj = await run_episode(
+                        env,
+                        client,
+                        renderer,
+                        config,
+                        seed=key.seed,
+                        options={"task": key.task},
+                        request_id=f"trl-{call}-{i}",
+                        sampling_seed=seeds[i],
+                        executor=self._executor,
+                    )
+                finally:
+                    self._release(env)
+            return traj.model_copy(update={"env_id": traj.env_id or key.env_id, "sample": i})
+
+        return [one(i, key) for i, key in enumerate(keys)]
+
+    def _acquire(self, key: EpisodeKey) -> gym.Env:
+        if self.factory is None:
+            return self._pool.acquire(key.env_id, key.env_kwargs)
+        with self._factory_lock:
+            if self._factory_envs:
+                return self._factory_envs.pop()
+        return self.factory()
+
+    def _release(self, env: gym.Env) -> None:
+        if self.factory is None:
+            self._pool.release(env)
+        else:
+            with self._factory_lock:
+                self._factory_envs.append(env)
+
+    def _check_envs(self, keys: list[EpisodeKey]) -> None:
+        if self.requests is None:
+            return
+        configured = {r.id for r in self.requests}
+        stray = sorted({k.env_id for k in keys} - configured)
+        if stray:
+            raise ValueError(
+                f"the batch has rows for envs {stray}, but this rollout function was made for "
+                f"{sorted(configured)}: build the dataset and the rollout function from the same envs"
+            )
+
+    # -- settings from the trainer ---------------------------------------------------------------------------
+
+    def _config(self, trainer: Any) -> RolloutConfig:
+        response = self.max_response_tokens or int(trainer.max_completion_length)
+        per_turn = min(self.max_tokens_per_turn or response, response)
+        if getattr(trainer, "mask_truncated_completions", False):
+            warnings.warn(
+                "mask_truncated_completions=True masks every episode that ends on a stop string (not EOS); "
+                "toolgym's budgets already bound the completions, so leave it False",
+                stacklevel=3,
+            )
+        return RolloutConfig(
+            max_response_tokens=response,
+            max_tokens_per_turn=per_turn,
+            max_prompt_tokens=self.max_prompt_tokens,
+            sampling=trainer_sampling(
+                trainer, vllm=bool(getattr(trainer, "use_vllm", False)) or self.client is not None
+            ),
+        )
+
+    def _renderer(self, trainer: Any) -> ChatRenderer:
+        tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        renderer = self._renderers.get(id(tokenizer))
+        if renderer is None:
+            kwargs = self.chat_template_kwargs
+            if kwargs is None:
+                kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+            renderer = ChatRenderer(tokenizer, chat_template_kwargs=kwargs)
+            renderer.eos_ids |= _generation_eos_ids(trainer.model)
+            self._renderers[id(tokenizer)] = renderer
+        return renderer
+
+    def _seeds(self, trainer: Any, call: int, n: int) -> list[int]:
+        """Distinct, reproducible sampling seeds per call and rank (turn ``t`` of an episode adds ``t``)."""
+        accelerator = getattr(trainer, "accelerator", None)
+        rank = int(getattr(accelerator, "process_index", 0))
+        base = [int(getattr(trainer.args, "seed", 0)), rank, int(trainer.state.global_step), call]
+        state = np.random.SeedSequence(base).generate_state(n, dtype=np.uint32)
+        return [int(s) % (2**31 - 1_000) for s in state]
+
+    def _stop_strings(self, keys: list[EpisodeKey]) -> list[str]:
+        """The union of the envs' stop strings (one vLLM batch has one set; see ``lockstep``), the same on
+        every rank: from the configured envs, or the factory's env."""
+        if self._stops is None:
+            stops: list[str] = []
+            envs = (
+                [self.factory]
+                if self.factory is not None
+                else [(lambda r=r: gym.make(r.id, **r.kwargs)) for r in self.requests or []]
+            )
+            for make in envs:
+                env = make()
+                try:
+                    stops += env.unwrapped.parser.stop_sequences
+                finally:
+                    env.close()
+            self._stops = list(dict.fromkeys(stops))
+        return self._stops
+
+
+def make_rollout_func(
+    env: EnvSource,
+    *,
+    max_response_tokens: int | None = None,
+    max_tokens_per_turn: int | None = None,
+    max_prompt_tokens: int | None = None,
+    max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    client: LLMClient | None = None,
+) -> ToolgymRolloutFunc:
+    """A ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes (see the module docstring).
+
+    Args:
+        env: the env(s) the dataset's rows name: an id, an ``EnvRequest``, a list of them, or a factory that
+            returns a toolgym env (then every row is played on envs it makes). Build the dataset with
+            ``prompt_dataset`` from the same ``env``.
+        max_response_tokens: tokens after the prompt, generated and observation tokens together (default:
+            the trainer's ``max_completion_length``).
+        max_tokens_per_turn: tokens one model turn may generate (default: the whole response budget).
+        max_prompt_tokens: a longer first prompt fails its episode (default: no cap).
+        max_concurrent_episodes: episodes in flight at once (each holds an env: a sandbox, an index).
+        chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
+        client: generate with this ``LLMClient`` instead of the trainer's policy (a scripted policy in tests,
+            or a server whose weights you keep in sync yourself).
+    """
+    return ToolgymRolloutFunc(
+        env,
+        max_response_tokens=max_response_tokens,
+        max_tokens_per_turn=max_tokens_per_turn,
+        max_prompt_tokens=max_prompt_tokens,
+        max_concurrent_episodes=max_concurrent_episodes,
+        chat_template_kwargs=chat_template_kwargs,
+        client=client,
+    )
+
+
+def trl_outputs(
+    trajs: Sequence[Trajectory], *, filler_id: int, max_prompt_tokens: int | None = None
+) -> dict[str, Any]:
+    """TRL's rollout keys from trajectories, one row each, in order (see the module docstring).
+
+    An untrainable trajectory gets an all-zero ``env_mask`` and ``env_reward=None``; an empty prompt or
+    response (the reset itself failed) becomes one filler token with mask 0, since TRL indexes the last
+    completion token; only a failed over-long prompt is cut (from the left) to ``max_prompt_tokens``.
+    """
+    out: dict[str, list[Any]] = {
+        "prompt_ids": [],
+        "completion_ids": [],
+        "logprobs": [],
+        "env_mask": [],
+        "env_reward": [],
+        "env_passed": [],
+        "env_turns": [],
+        "env_tool_calls": [],
+        "env_stop_reason": [],
+        "env_error": [],
+        "env_task_id": [],
+    }
+    any_logprobs = any(t.logprobs is not None for t in trajs)
+    for t in trajs:
+        prompt = list(t.prompt_ids)
+        if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
+            prompt = prompt[-max_prompt_tokens:]
+        response = list(t.response_ids)
+        mask = list(t.response_mask) if t.trainable else [0] * len(response)
+        logprobs = list(t.logprobs) if t.logprobs is not None else [0.0] * len(response)
+        if not response:
+            response, mask, logprobs = [filler_id], [0], [0.0]
+        out["prompt_ids"].append(prompt or [filler_id])
+        out["completion_ids"].append(response)
+        out["env_mask"].append(mask)
+        out["logprobs"].append(logprobs)
+        out["env_reward"].append(float(t.reward) if t.trainable else None)
+        out["env_passed"].append(bool(t.verdict is not None and t.verdict.passed))
+        out["env_turns"].append(t.num_turns)
+        out["env_tool_calls"].append(t.tool_calls)
+        out["env_stop_reason"].append(t.stop_reason or "")
+        out["env_error"].append(t.error)
+        out["env_task_id"].append(t.task_id)
+    result: dict[str, Any] = dict(out)
+    if not any_logprobs:
+        result["logprobs"] = None
+    return result
+
+
+def env_reward(
+    prompts: Any = None,
+    completions: Any = None,
+    env_reward: Sequence[float | None] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    **kwargs: Any,
+) -> list[float | None]:
+    """The reward function to give TRL: the verifier's reward the rollout function returned for each sample
+    (``None`` — unscorable, advantage 0 — for an untrainable episode). Logs the success rate, turns, tool
+    calls and the share of untrainable episodes as ``toolgym/*`` metrics."""
+    if env_reward is None:
+        raise ValueError(
+            "env_reward found no env rewards: pass "
+            "rollout_func=toolgym.trainers.trl_adapter.make_rollout_func(...) to the GRPOTrainer"
+        )
+    rewards = [None if r is None else float(r) for r in env_reward]
+    if log_metric is not None and rewards:
+        n = len(rewards)
+        log_metric("toolgym/untrainable", sum(r is None for r in rewards) / n)
+        for name, key in (("passed", "env_passed"), ("turns", "env_turns"), ("tool_calls", "env_tool_calls")):
+            values = kwargs.get(key)
+            if values:
+                log_metric(f"toolgym/{name}", float(np.mean([float(v) for v in values])))
+    return rewards
+
+
+def trainer_sampling(trainer: Any, *, vllm: bool) -> Sampling:
+    """The trainer's sampling settings (``temperature``, ``top_p``, ``top_k``, ``repetition_penalty``,
+    ``min_p``) as toolgym's; TRL's ``top_k=0`` means no cut-off. The HF backend implements no ``min_p`` and
+    no ``generation_kwargs``: asking for them without vLLM is an error here, not a silent change."""
+    top_k = getattr(trainer, "top_k", 0)
+    min_p = getattr(trainer, "min_p", None)
+    if not vllm:
+        unsupported = {"min_p": min_p} if min_p else {}
+        if getattr(trainer.args, "generation_kwargs", None):
+            unsupported["generation_kwargs"] = trainer.args.generation_kwargs
+        if unsupported:
+            raise ValueError(
+                f"toolgym's HF generation does not implement {sorted(unsupported)}: drop them or set "
+                "use_vllm=True"
+            )
+    return Sampling(
+        temperature=float(trainer.temperature),
+        top_p=float(getattr(trainer, "top_p", 1.0) or 1.0),
+        top_k=-1 if not top_k or top_k < 0 else int(top_k),
+        repetition_penalty=float(getattr(trainer, "repetition_penalty", 1.0) or 1.0),
+    )
+
+
+def _run(coro: Coroutine[Any, Any, list[Trajectory]]) -> list[Trajectory]:
+    """Run the episodes' event loop to completion, from sync code (TRL calls the rollout function so); in a
+    thread of its own when the caller already runs a loop (a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _filler_id(tokenizer: Any) -> int:
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else tokenizer.eos_token_id)
+
+
+def _generation_eos_ids(model: Any) -> set[int]:
+    config = getattr(model, "generation_config", None)
+    eos = getattr(config, "eos_token_id", None)
+    return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+
+
+__all__ = ["ToolgymRolloutFunc", "env_reward", "make_rollout_func", "trainer_sampling", "trl_outputs"]
