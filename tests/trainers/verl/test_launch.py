@@ -19,6 +19,7 @@ import yaml
 from toolgym.cli import main
 from toolgym.trainers.verl_adapter import agent_loop_config_path, launch
 from toolgym.trainers.verl_adapter.config import load_train_config
+from toolgym.trainers.verl_adapter.cpu import cpu_env
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
@@ -30,11 +31,18 @@ def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
     return path
 
 
+def _command_env(stdout: str) -> dict[str, str]:
+    """The environment assignments in front of the printed command."""
+    tokens = shlex.split(stdout.replace("\\\n", " "))
+    return dict(t.split("=", 1) for t in tokens[: tokens.index("-m") - 1])
+
+
 def _command_overrides(stdout: str) -> list[str]:
     """The overrides of the printed command, parsed as a shell would."""
     tokens = shlex.split(stdout.replace("\\\n", " "))
-    assert tokens[1:3] == ["-m", "verl.trainer.main_ppo"]
-    return tokens[3:]
+    start = tokens.index("-m")
+    assert tokens[start : start + 2] == ["-m", "verl.trainer.main_ppo"]
+    return tokens[start + 2 :]
 
 
 def test_the_examples_cover_every_documented_run():
@@ -88,6 +96,10 @@ def test_cli_dry_run_prints_the_command_and_writes_nothing(tmp_path, capsys):
     assert "actor_rollout_ref.rollout.max_model_len=3072" in overrides
     assert "accepts all" in captured.err
     assert not out.exists()
+    # toolgym's verl compat module is imported in the verl process and, via Ray's runtime env, in every worker
+    modules = _command_env(captured.out)["VERL_USE_EXTERNAL_MODULES"]
+    assert "toolgym.trainers.verl_adapter.compat" in modules.split(",")
+    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={modules}" in overrides
 
 
 @pytest.mark.parametrize(
@@ -210,9 +222,10 @@ def test_an_unknown_env_id_suggests_the_registered_one(tmp_path):
 def test_a_real_run_exports_the_data_then_runs_verl_and_keeps_its_exit_status(tmp_path, monkeypatch):
     ran = []
 
-    def fake_verl(command, cwd=None):  # verl cannot train on this CPU machine; everything before it is real
+    def fake_verl(command, cwd=None, env=None):  # the real run is test_train_cpu.py; here all before it is
         ran.append(command)
         assert cwd == out.resolve()  # Hydra's outputs/ go into the run dir, not the user's cwd
+        assert env == cpu_env()  # device: cpu selects verl's CPU platform in the verl process
         return 3
 
     monkeypatch.setattr(launch, "run_verl", fake_verl)
@@ -248,7 +261,7 @@ def test_the_readme_config_composes(tmp_path):
 
 
 def test_a_real_run_refuses_prompts_longer_than_max_prompt_length(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "run_verl", lambda command, cwd: pytest.fail("verl must not start"))
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd, env: pytest.fail("verl must not start"))
     text = (
         (EXAMPLES / "tiny-cpu.yaml").read_text().replace("max_prompt_length: 2048", "max_prompt_length: 300")
     )

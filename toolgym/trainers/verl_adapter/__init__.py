@@ -13,9 +13,23 @@ Importing this package does not import verl.
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 
 AGENT_NAME = "toolgym"
+#: imported by verl in every process of a toolgym run (``VERL_USE_EXTERNAL_MODULES``): fixes verl 0.9.1
+#: needs next to toolgym's dependencies (``compat.py``)
+COMPAT_MODULE = "toolgym.trainers.verl_adapter.compat"
+
+
+def verl_modules_env(*modules: str) -> dict[str, str]:
+    """``VERL_USE_EXTERNAL_MODULES`` for a verl process: what the environment already names, toolgym's
+    compat module and ``modules``, each once."""
+    names = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m.strip()]
+    for module in (COMPAT_MODULE, *modules):
+        if module not in names:
+            names.append(module)
+    return {"VERL_USE_EXTERNAL_MODULES": ",".join(names)}
 
 
 def agent_loop_config_path() -> str:
@@ -36,4 +50,11 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["AGENT_NAME", "ToolgymAgentLoop", "agent_loop_config_path", "export_verl"]
+__all__ = [
+    "AGENT_NAME",
+    "COMPAT_MODULE",
+    "ToolgymAgentLoop",
+    "agent_loop_config_path",
+    "export_verl",
+    "verl_modules_env",
+]

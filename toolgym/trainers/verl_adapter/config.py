@@ -80,6 +80,9 @@ class TrainConfig(BaseModel):
     temperature: float = Field(1.0, gt=0.0)
 
     # -- hardware
+    #: ``cpu``: verl without a GPU (``toolgym.trainers.verl_adapter.cpu``), for tests and plumbing only
+    device: Literal["gpu", "cpu"] = "gpu"
+    #: with ``device: cpu``, the number of training workers (Ray is told this many GPUs exist)
     gpus_per_node: int = Field(1, ge=1)
     nodes: int = Field(1, ge=1)
     #: vLLM tensor parallelism per rollout replica
@@ -132,6 +135,8 @@ class TrainConfig(BaseModel):
                 f"train_rows ({self.train_rows}) is smaller than train_batch_size ({self.train_batch_size}): "
                 "verl drops the incomplete last batch, so no step would run; raise train_rows"
             )
+        if self.device == "cpu" and self.nodes > 1:
+            raise ValueError("device: cpu runs on one machine (Ray is started locally): set nodes: 1")
         if self.algorithm == "ppo" and self.attn_implementation in ("sdpa", "eager"):
             raise ValueError(
                 f"algorithm: ppo with attn_implementation: {self.attn_implementation} - verl 0.9.1 loads the "

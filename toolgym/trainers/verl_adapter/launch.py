@@ -16,6 +16,7 @@ import difflib
 import functools
 import importlib.util
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toolgym.trainers.verl_adapter import AGENT_NAME, agent_loop_config_path
+from toolgym.trainers.verl_adapter import AGENT_NAME, agent_loop_config_path, verl_modules_env
 from toolgym.trainers.verl_adapter.config import TrainConfig, load_train_config
 
 VERL_ENTRY = "verl.trainer.main_ppo"
@@ -43,6 +44,9 @@ class RunPlan:
     agent_loop_kwargs: dict[str, int]
     attn_implementation: str
     overrides: list[str] = field(default_factory=list)
+    #: environment the verl process needs on top of ours: toolgym's verl modules
+    #: (``VERL_USE_EXTERNAL_MODULES``) and, for ``device: cpu``, verl's CPU platform
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def command(self) -> list[str]:
@@ -72,7 +76,17 @@ def plan_run(
         attn_implementation=attn,
     )
     ours = build_overrides(cfg, plan, model)
-    return replace(plan, overrides=merge_overrides(ours, [*cfg.verl_overrides, *extra_overrides]))
+    env = verl_modules_env()
+    if cfg.device == "cpu":
+        from toolgym.trainers.verl_adapter.cpu import cpu_env, cpu_overrides
+
+        env = cpu_env()
+        ours = merge_overrides(ours, cpu_overrides(num_gpus=cfg.gpus_per_node))
+    # the verl process gets ``env``; Ray workers on other nodes get toolgym's modules through the runtime env
+    modules = env["VERL_USE_EXTERNAL_MODULES"]
+    ours.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={hydra_value(modules)}")
+    overrides = merge_overrides(ours, [*cfg.verl_overrides, *extra_overrides])
+    return replace(plan, overrides=overrides, env=env)
 
 
 def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
@@ -196,7 +210,9 @@ def _looks_typed(text: str) -> bool:
 
 def format_command(plan: RunPlan) -> str:
     """The command, one override per line, ready to paste into a shell."""
-    lines = [f"{shlex.quote(sys.executable)} -m {VERL_ENTRY}", *(shlex.quote(o) for o in plan.overrides)]
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
+    head = f"{env} {shlex.quote(sys.executable)}" if env else shlex.quote(sys.executable)
+    lines = [f"{head} -m {VERL_ENTRY}", *(shlex.quote(o) for o in plan.overrides)]
     return " \\\n    ".join(lines)
 
 
@@ -409,13 +425,15 @@ def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
     compose(plan.overrides)
     prepare_run(cfg, plan)
     print(f"running verl (command in {plan.run_dir / 'command.sh'})", file=sys.stderr, flush=True)
-    return run_verl(plan.command, cwd=plan.run_dir)
+    return run_verl(plan.command, cwd=plan.run_dir, env=plan.env)
 
 
-def run_verl(command: list[str], cwd: Path | None = None) -> int:
+def run_verl(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
     """verl in a child process: its output streams straight through, and its exit status is ours. It runs
-    in the run dir (every path in the command is absolute), where Hydra writes its ``outputs/`` logs."""
-    return subprocess.run(command, check=False, cwd=cwd).returncode
+    in the run dir (every path in the command is absolute), where Hydra writes its ``outputs/`` logs, with
+    ``env`` added to ours."""
+    child_env = {**os.environ, **env} if env else None
+    return subprocess.run(command, check=False, cwd=cwd, env=child_env).returncode
 
 
 # -- the command ---------------------------------------------------------------------------------------------

