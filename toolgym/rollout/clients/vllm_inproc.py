@@ -94,23 +94,7 @@ class VLLMClient:
             TokensPrompt(prompt_token_ids=list(prompt_ids)), _vllm_sampling(sampling), request_id=call_id
         ):
             final = out
-        if final is None or not final.outputs:
-            raise ClientError(f"vLLM returned no output for request {request_id}")
-        completion = final.outputs[0]
-        token_ids = list(completion.token_ids)
-        if completion.logprobs is None or len(completion.logprobs) != len(token_ids):
-            raise ClientError(f"vLLM returned no logprobs for request {request_id}")
-        logprobs = [
-            float(step[tid].logprob) for step, tid in zip(completion.logprobs, token_ids, strict=True)
-        ]
-        reason = completion.finish_reason or "abort"
-        stop_text = completion.stop_reason if isinstance(completion.stop_reason, str) else None
-        return Generation(
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=reason if reason in ("stop", "length", "abort") else "error",
-            stop_text=stop_text,
-        )
+        return generation_from_output(final, f"vLLM (request {request_id})")
 
     async def close(self) -> None:
         self.shutdown()
@@ -121,6 +105,26 @@ class VLLMClient:
             self.engine.shutdown()
             # drop the engine now: its __del__ shuts down again, which fails at interpreter exit
             self.engine = None
+
+
+def generation_from_output(output: Any, source: str) -> Generation:
+    """A :class:`Generation` from a vLLM ``RequestOutput`` requested with ``logprobs=0``; ``ClientError``
+    naming ``source`` when it has no output or not one logprob per token."""
+    if output is None or not output.outputs:
+        raise ClientError(f"{source} returned no output")
+    completion = output.outputs[0]
+    token_ids = [int(t) for t in completion.token_ids]
+    if completion.logprobs is None or len(completion.logprobs) != len(token_ids):
+        raise ClientError(f"{source} returned no logprobs")
+    logprobs = [float(step[t].logprob) for step, t in zip(completion.logprobs, token_ids, strict=True)]
+    reason = completion.finish_reason or "abort"
+    stop_text = completion.stop_reason if isinstance(completion.stop_reason, str) else None
+    return Generation(
+        token_ids=token_ids,
+        logprobs=logprobs,
+        finish_reason=reason if reason in ("stop", "length", "abort") else "error",
+        stop_text=stop_text,
+    )
 
 
 def _vllm_sampling(sampling: Sampling) -> Any:

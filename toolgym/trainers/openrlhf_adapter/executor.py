@@ -39,7 +39,7 @@ from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
-from toolgym.rollout.clients.vllm_inproc import vllm_sampling_kwargs
+from toolgym.rollout.clients.vllm_inproc import generation_from_output, vllm_sampling_kwargs
 from toolgym.rollout.episode import RolloutConfig, run_episode
 from toolgym.rollout.models import generation_eos_ids
 from toolgym.rollout.pool import EnvPool, EpisodeKey
@@ -63,21 +63,7 @@ class OpenRLHFEngineClient:
             out = await self.engine.generate(list(prompt_ids), params)
         except Exception as exc:
             raise ClientError(f"OpenRLHF's vLLM engine failed: {type(exc).__name__}: {exc}") from exc
-        if out is None or not out.outputs:
-            raise ClientError(f"OpenRLHF's vLLM engine returned no output for {request_id}")
-        completion = out.outputs[0]
-        token_ids = [int(t) for t in completion.token_ids]
-        if completion.logprobs is None or len(completion.logprobs) != len(token_ids):
-            raise ClientError(f"OpenRLHF's vLLM engine returned no logprobs for {request_id}")
-        logprobs = [float(step[t].logprob) for step, t in zip(completion.logprobs, token_ids, strict=True)]
-        reason = completion.finish_reason or "abort"
-        stop_text = completion.stop_reason if isinstance(completion.stop_reason, str) else None
-        return Generation(
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=reason if reason in ("stop", "length", "abort") else "error",
-            stop_text=stop_text,
-        )
+        return generation_from_output(out, f"OpenRLHF's vLLM engine (request {request_id})")
 
     async def close(self) -> None:
         """OpenRLHF owns the engine."""
