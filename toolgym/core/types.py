@@ -156,3 +156,20 @@ class Trajectory(BaseModel):
     def trainable(self) -> bool:
         """False when the reward judges nothing: the episode failed, or its verifier did."""
         return self.error is None and not (self.verdict is not None and self.verdict.error)
+
+    @property
+    def training_mask(self) -> list[int]:
+        """The mask a trainer's loss should use: ``response_mask``, or all zeros when not ``trainable``."""
+        return list(self.response_mask) if self.trainable else [0] * len(self.response_ids)
+
+    def stats(self) -> dict[str, float]:
+        """Per-episode numbers for a trainer's logs, the same keys for every episode."""
+        return {
+            "passed": float(bool(self.verdict and self.verdict.passed)),
+            "trainable": float(self.trainable),
+            "turns": float(self.num_turns),
+            "tool_calls": float(self.tool_calls),
+            "tool_errors": float(self.tool_errors),
+            "infra_errors": float(self.infra_errors),
+            "error": float(self.error is not None),
+        }

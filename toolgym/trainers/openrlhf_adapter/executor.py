@@ -160,7 +160,7 @@ def openrlhf_output(
     if not prompt_ids:  # reset itself failed
         prompt_ids = [filler_id]
     response = list(traj.response_ids)
-    mask = list(traj.response_mask) if traj.trainable else [0] * len(response)
+    mask = traj.training_mask
     token_logprobs = list(traj.logprobs) if traj.logprobs is not None else [0.0] * len(response)
     if not traj.trainable or not response:
         response, mask, token_logprobs = response[:1] or [filler_id], [0], [0.0]
@@ -184,14 +184,7 @@ def openrlhf_output(
         "reward": reward,
         "scores": reward,
         "truncated": traj.stop_reason == "length",
-        "extra_logs": {
-            "passed": float(bool(traj.verdict and traj.verdict.passed)),
-            "trainable": float(traj.trainable),
-            "turns": float(traj.num_turns),
-            "tool_calls": float(traj.tool_calls),
-            "tool_errors": float(traj.tool_errors),
-            "error": float(traj.error is not None),
-        },
+        "extra_logs": traj.stats(),
     }
 
 

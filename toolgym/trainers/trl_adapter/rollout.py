@@ -392,7 +392,7 @@ def trl_outputs(
         if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
             prompt = prompt[-max_prompt_tokens:]
         response = list(t.response_ids)
-        mask = list(t.response_mask) if t.trainable else [0] * len(response)
+        mask = t.training_mask
         logprobs = list(t.logprobs) if t.logprobs is not None else [0.0] * len(response)
         if not response:
             response, mask, logprobs = [filler_id], [0], [0.0]

@@ -114,7 +114,7 @@ class ToolgymAgentLoop(AgentLoopBase):
     def _output(self, traj: Trajectory, client: VerlServerClient) -> AgentLoopOutput:
         prompt_ids = traj.prompt_ids[-self.prompt_length :]  # only a failed over-long prompt is cut
         response_ids = list(traj.response_ids)
-        mask = list(traj.response_mask) if traj.trainable else [0] * len(response_ids)
+        mask = traj.training_mask
         logprobs = list(traj.logprobs) if traj.logprobs is not None else None
         if not prompt_ids:  # reset itself failed: a one-token placeholder keeps the batch's shapes valid
             prompt_ids = [self._filler_id()]
@@ -122,15 +122,6 @@ class ToolgymAgentLoop(AgentLoopBase):
             response_ids, mask = [self._filler_id()], [0]
             logprobs = [0.0] if logprobs is not None else None
         reward = float(traj.reward) if traj.trainable else 0.0
-        extra_info = {  # numbers, the same keys for every sample: verl logs them per data source
-            "passed": float(bool(traj.verdict and traj.verdict.passed)),
-            "trainable": float(traj.trainable),
-            "turns": float(traj.num_turns),
-            "tool_calls": float(traj.tool_calls),
-            "tool_errors": float(traj.tool_errors),
-            "infra_errors": float(traj.infra_errors),
-            "error": float(traj.error is not None),
-        }
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
@@ -140,7 +131,7 @@ class ToolgymAgentLoop(AgentLoopBase):
             num_turns=sum(m.get("role") != "system" for m in traj.messages),
             metrics={"generate_sequences": traj.generation_s, "tool_calls": traj.env_s},
             extra_fields={
-                "reward_extra_info": extra_info,
+                "reward_extra_info": traj.stats(),  # numbers, fixed keys: verl logs them per data source
                 "turn_scores": traj.turn_rewards,
                 "tool_rewards": [],
                 "min_global_steps": client.min_global_steps,
