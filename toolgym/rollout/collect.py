@@ -50,7 +50,7 @@ class Summary(BaseModel):
     engine_idle_fraction: float
 
     def table(self) -> str:
-        from toolgym.cli import format_table
+        from toolgym.core.table import format_table
 
         rows = [
             [

@@ -1,4 +1,5 @@
-"""``toolgym rollout`` and ``toolgym eval``: argument parsing and wiring; the work is in collect/evaluate."""
+"""``toolgym rollout`` and ``toolgym eval``: argument parsing and wiring; the work is in rollout/collect.py
+and rollout/evaluate.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from toolgym.core.kwargs import parse_kwargs
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    rollout = sub.add_parser("rollout", help="batched multi-turn rollouts with a model, to JSONL")
+    add_rollout_arguments(rollout)
+    rollout.set_defaults(func=cmd_rollout)
+
+    evaluate = sub.add_parser("eval", help="score a model on an env's evaluation split (pass@1, pass@k)")
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(func=cmd_eval)
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
@@ -164,8 +177,6 @@ def _rollout_config(args: argparse.Namespace):
 
 
 def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    from toolgym.cli import parse_kwargs
-
     kwargs = parse_kwargs(args.env_kwarg)
     if args.action_format:
         kwargs["action_format"] = args.action_format
@@ -174,4 +185,4 @@ def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kwargs
 
 
-__all__ = ["add_eval_arguments", "add_rollout_arguments", "cmd_eval", "cmd_rollout"]
+__all__ = ["add_eval_arguments", "add_rollout_arguments", "cmd_eval", "cmd_rollout", "register"]
