@@ -21,6 +21,7 @@ from gymnasium.error import ResetNeeded
 
 from toolgym.core.spaces import AnyText
 from toolgym.core.task import Task, TaskSource
+from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
 from toolgym.parsers.base import ActionParser
 from toolgym.rewards.base import Verifier, safe_verify
@@ -29,16 +30,6 @@ from toolgym.tools.base import Tool
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant that solves tasks by using tools when they help."
 _OPTION_KEYS = frozenset({"task", "task_id"})
 _episode_counter = itertools.count()
-
-
-def clip_middle(text: str, limit: int) -> str:
-    """Keep the head and the tail of ``text`` within ``limit`` characters, saying how much was cut."""
-    if len(text) <= limit:
-        return text
-    marker = f"\n... [{len(text) - limit:,} characters cut] ...\n"
-    keep = max(limit - len(marker), 0)
-    head = keep // 2
-    return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
 class ToolEnv(gym.Env[str, str]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from toolgym.rollout.clients.base import LLMClient
 def resolve_model(model: str) -> str:
     """``tiny`` is the embedded offline test model; anything else is an HF model path or id."""
     if model == "tiny":
-        from toolgym.testing import tiny_model_path
+        from toolgym.testing.tiny_model import tiny_model_path
 
         return str(tiny_model_path())
     return model
@@ -49,25 +50,38 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 def make_client(
     model: str | None = None,
-    server: str | None = None,
+    server: str | Sequence[str] | None = None,
     backend: str = "vllm",
     *,
     device: str = "auto",
     dtype: str = "auto",
+    ray_actors: int | None = None,
     **engine: Any,
 ) -> LLMClient:
     """An LLM client: ``server`` (an OpenAI-compatible URL) or an in-process ``backend`` (``vllm``/``hf``).
+
+    Several engines: a list of server URLs, or ``ray_actors=N`` vLLM engines in Ray actors (see
+    ``rollout/clients/ray_actor.py``), both behind a ``MultiClient`` that keeps each episode on one engine.
 
     ``dtype`` (one of ``DTYPES``) goes to either backend: ``auto`` is vLLM's own choice, and for ``hf``
     bfloat16 on a GPU and float32 on the CPU. ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``) places the
     ``hf`` model (``auto``: a GPU when there is one); vLLM places its model itself.
     """
-    if server:
+    servers = [server] if isinstance(server, str) else list(server or [])
+    if servers:
         if (device, dtype) != ("auto", "auto"):
             raise ValueError("--device and --dtype apply to an in-process backend; the server chose its own")
+        if ray_actors:
+            raise ValueError("--ray starts its own engines from --model; give --ray or --server, not both")
         from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
 
-        return OpenAICompletionsClient(server, model=None if model in (None, "tiny") else model)
+        name = None if model in (None, "tiny") else model
+        clients = [OpenAICompletionsClient(url, model=name) for url in servers]
+        if len(clients) == 1:
+            return clients[0]
+        from toolgym.rollout.clients.multi import MultiClient
+
+        return MultiClient(clients)
     if model is None:
         raise ValueError("give a model (a path, an HF id or 'tiny') or a server URL")
     path = resolve_model(model)
@@ -86,7 +100,14 @@ def make_client(
         if model == "tiny" or Path(path).parent.name == "toolgym":
             engine.setdefault("dtype", "float32")
             engine.setdefault("gpu_memory_utilization", 0.05)
+        if ray_actors:
+            from toolgym.rollout.clients.ray_actor import start_vllm_actors
+            from toolgym.rollout.clients.vllm_inproc import VLLMConfig
+
+            return start_vllm_actors(ray_actors, VLLMConfig(model=path, **engine))
         return VLLMClient(path, **engine)
+    if ray_actors:
+        raise ValueError("--ray hosts vLLM engines; it needs --backend vllm")
     if backend == "hf":
         from toolgym.rollout.clients.hf import HFClient
 

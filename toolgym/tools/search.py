@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult
 from toolgym.search.base import Hit, Retriever, RetrieverError
 from toolgym.tools.base import Tool, register_tool
@@ -97,8 +98,6 @@ class SearchTool(Tool):
                 f'No documents found for "{query}". Try other words, such as the exact name of what you want.'
             )
             return ToolResult(name=self.name, output=output, metadata=metadata)
-        from toolgym.core.env import clip_middle  # not at the top: core.env imports the tools package
-
         output = clip_middle(format_hits(hits, self.max_doc_chars), self.max_chars)
         return ToolResult(name=self.name, output=output, metadata=metadata)
 
