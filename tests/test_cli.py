@@ -85,6 +85,28 @@ def test_play_rejects_unknown_envs_and_bad_kwargs():
     assert out.returncode == 2 and "KEY=VALUE" in out.stderr
 
 
+def test_bad_counts_and_model_paths_fail_before_any_engine_starts(capsys):
+    """Parse-time errors name the flag and the rule; a missing model path names what to give instead."""
+    from toolgym.cli import main
+
+    for argv in (
+        ["eval", "--env", "toolgym/Calculator-v0", "--model", "tiny", "-k", "0"],
+        ["rollout", "--env", "toolgym/Calculator-v0", "--model", "tiny", "--concurrency", "x"],
+        ["export", "verl", "--env", "toolgym/Calculator-v0", "--n", "0", "--out", "unused"],
+    ):
+        try:
+            main(argv)
+        except SystemExit as exc:
+            assert exc.code == 2
+        else:
+            raise AssertionError(f"{argv} was accepted")
+        err = capsys.readouterr().err
+        assert "must be >= 1" in err or "expected a whole number >= 1" in err, err
+    assert main(["rollout", "--env", "toolgym/Calculator-v0", "--model", "/no/such/model"]) == 2
+    err = capsys.readouterr().err
+    assert "no model at /no/such/model" in err and "'tiny'" in err
+
+
 def test_demo_prints_the_reward_table():
     out = run("demo", "--episodes", "1")
     assert out.returncode == 0, out.stdout + out.stderr

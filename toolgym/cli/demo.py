@@ -8,15 +8,22 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
+from toolgym.cli.argtypes import positive_int
 from toolgym.core.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="scripted episodes and tiny-model vLLM rollouts of every env")
-    demo.add_argument("--episodes", type=int, default=3, help="scripted tasks per env and format (default 3)")
+    demo.add_argument(
+        "--episodes", type=positive_int, default=3, help="scripted tasks per env and format (default 3)"
+    )
     demo.add_argument("--env", action="append", default=None, help="only these env ids")
-    demo.add_argument("--llm-tasks", type=int, default=8, help="tasks per env rolled out by the model")
-    demo.add_argument("--group-size", type=int, default=4, help="samples per task in the model rollouts")
+    demo.add_argument(
+        "--llm-tasks", type=positive_int, default=8, help="tasks per env rolled out by the model"
+    )
+    demo.add_argument(
+        "--group-size", type=positive_int, default=4, help="samples per task in the model rollouts"
+    )
     demo.add_argument("--no-llm", action="store_true", help="scripted episodes only (no vLLM)")
     demo.set_defaults(func=cmd_demo)
 

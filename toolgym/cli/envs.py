@@ -9,6 +9,7 @@ from typing import TextIO
 
 import gymnasium as gym
 
+from toolgym.cli.argtypes import positive_int
 from toolgym.core.kwargs import parse_kwargs
 from toolgym.core.table import format_table
 
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     play.add_argument(
         "--format", dest="action_format", default=None, help="action format (default: the env's)"
     )
-    play.add_argument("--max-turns", type=int, default=None)
+    play.add_argument("--max-turns", type=positive_int, default=None)
     play.add_argument(
         "-k",
         "--kwarg",
@@ -42,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.add_argument(
         "--format", dest="formats", action="append", metavar="F", help="only this action format (repeatable)"
     )
-    check.add_argument("--episodes", type=int, default=8, help="seeded episodes per check (default 8)")
+    check.add_argument(
+        "--episodes", type=positive_int, default=8, help="seeded episodes per check (default 8)"
+    )
     check.add_argument("--seed", type=int, default=0)
     check.add_argument(
         "--tokenizer",

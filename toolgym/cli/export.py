@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from toolgym.cli.argtypes import positive_int
 from toolgym.core.kwargs import parse_kwargs
 
 
@@ -22,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="gym.make kwarg for every env (JSON value or str), e.g. -k max_turns=6",
     )
-    verl.add_argument("--n", type=int, required=True, help="rows in all, shared equally among the envs")
+    verl.add_argument(
+        "--n", type=positive_int, required=True, help="rows in all, shared equally among the envs"
+    )
     verl.add_argument(
         "--split", choices=["train", "val"], default="train", help="train draws or the eval split"
     )
@@ -44,8 +47,6 @@ def cmd_export_verl(args: argparse.Namespace) -> int:
     from toolgym.rollout.pool import EnvRequest
     from toolgym.trainers.verl_adapter.export import export_verl, prompt_token_lengths
 
-    if args.n < 1:
-        raise ValueError(f"--n must be >= 1, got {args.n}")
     kwargs = parse_kwargs(args.env_kwarg)
     envs = [EnvRequest(id=env_id, kwargs=kwargs) for env_id in args.env]
     path = export_verl(envs, n=args.n, split=args.split, out=args.out, seed=args.seed)

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from toolgym.cli.argtypes import positive_int
 from toolgym.core.kwargs import parse_kwargs
 
 
@@ -45,32 +46,36 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
         choices=DTYPES,
         help="model dtype (default auto: vLLM's choice; for hf bfloat16 on a GPU, float32 on the CPU)",
     )
-    p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--max-model-len", type=positive_int, default=4096)
     p.add_argument("--format", dest="action_format", default=None, help="action format for every env")
-    p.add_argument("--max-turns", type=int, default=None)
+    p.add_argument("--max-turns", type=positive_int, default=None)
     p.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg")
-    p.add_argument("--max-response-tokens", type=int, default=1024, help="token budget after the prompt")
-    p.add_argument("--max-tokens-per-turn", type=int, default=256)
+    p.add_argument(
+        "--max-response-tokens", type=positive_int, default=1024, help="token budget after the prompt"
+    )
+    p.add_argument("--max-tokens-per-turn", type=positive_int, default=256)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--concurrency", type=int, default=64, help="episodes in flight")
+    p.add_argument("--concurrency", type=positive_int, default=64, help="episodes in flight")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
 
 
 def add_rollout_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", action="append", required=True, help="env id (repeat for several)")
-    p.add_argument("--episodes", type=int, default=8, help="tasks per env (default 8)")
-    p.add_argument("--group-size", type=int, default=1, help="samples per task, a GRPO group (default 1)")
+    p.add_argument("--episodes", type=positive_int, default=8, help="tasks per env (default 8)")
+    p.add_argument(
+        "--group-size", type=positive_int, default=1, help="samples per task, a GRPO group (default 1)"
+    )
     p.add_argument("--out", default=None, help="append trajectories to this JSONL file")
     add_model_arguments(p)
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--env", required=True, help="env id")
-    p.add_argument("-k", type=int, default=1, help="samples per task (pass@k)")
+    p.add_argument("-k", type=positive_int, default=1, help="samples per task (pass@k)")
     p.add_argument(
-        "--tasks", type=int, default=None, help="first N tasks of the evaluation split (default all)"
+        "--tasks", type=positive_int, default=None, help="first N tasks of the evaluation split (default all)"
     )
     p.add_argument("--out", default=None, help="write the JSON report here")
     p.add_argument("--trajectories", default=None, help="also append trajectories to this JSONL file")

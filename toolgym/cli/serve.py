@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-
 #: service name -> the module whose ``main(argv) -> int`` runs it (add a service with one line here)
 SERVICES = {
     "retriever": "toolgym.server.retriever",
