@@ -22,11 +22,20 @@ class Verifier(ABC):
 
 
 def safe_verify(verifier: Verifier, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
-    """Run a verifier; an exception becomes a Verdict with ``error`` set (reward 0, not passed)."""
+    """Run a verifier; an exception, or a result that is not a Verdict, becomes a Verdict with ``error`` set
+    (reward 0, not passed), so a broken custom verifier is reported, never mistaken for a wrong answer."""
     try:
-        return verifier.verify(task, answer, trajectory)
+        verdict = verifier.verify(task, answer, trajectory)
     except Exception as exc:
         return Verdict(reward=0.0, passed=False, error=f"{verifier.name} failed: {type(exc).__name__}: {exc}")
+    if not isinstance(verdict, Verdict):
+        return Verdict(
+            reward=0.0,
+            passed=False,
+            error=f"{verifier.name}.verify returned {type(verdict).__name__}, not a Verdict: return "
+            "Verdict(reward=..., passed=...), or wrap a function returning a float/bool in FunctionVerifier",
+        )
+    return verdict
 
 
 class FunctionVerifier(Verifier):
