@@ -76,7 +76,7 @@ def test_config_is_passed_to_the_dataset():
 
 
 def test_unknown_dataset():
-    with pytest.raises(ValueError, match="unknown reasoning-gym dataset 'nope'"):
+    with pytest.raises(ValueError, match="no reasoning-gym dataset named 'nope'"):
         gym.make(ENV_ID, dataset="nope")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from toolgym.search import world as world_module
 from toolgym.search.world import KINDS, RELATIONS, KnowledgeWorld
+from toolgym.search.world_vocabulary import FIRST, invented_word
 
 _REL = {r.name: r for r in RELATIONS}
 
@@ -38,8 +39,8 @@ def test_names_are_unique_and_types_cannot_collide():
 
 
 def test_invented_words_are_injective_over_the_whole_first_name_space():
-    words = {world_module._word(code, 2, coda=False) for code in range(world_module._FIRST)}
-    assert len(words) == world_module._FIRST
+    words = {invented_word(code, 2, coda=False) for code in range(FIRST)}
+    assert len(words) == FIRST
     assert all(w[0] not in "AEIOU" for w in words)  # so no organisation kind can be an invented word
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from toolgym.core.env import ToolEnv
 from toolgym.core.task import ListSource, Task, TaskSource, load_tasks
 from toolgym.parsers.base import ActionParser
@@ -35,15 +37,15 @@ def make_env(
         )
 
     A tool may be a registered tool's name, a ``Tool``, or a typed function with a Google-style docstring
-    (``Tool.from_function``).
+    (``Tool.from_function``); ``tools`` and ``tasks`` take one of them or a list.
     """
     if isinstance(tasks, TaskSource):
         source = tasks
     elif isinstance(tasks, str | Path):
         source = load_tasks(tasks)
     else:
-        source = ListSource(t if isinstance(t, Task) else Task.model_validate(t) for t in tasks)
-    built_tools = [_as_tool(t) for t in tools]
+        source = ListSource(_as_task(t, i) for i, t in enumerate(_as_list(tasks, "tasks", (Task, dict))))
+    built_tools = [_as_tool(t) for t in _as_list(tools, "tools", (Tool, str))]
     if not isinstance(verifier, Verifier):
         if not callable(verifier):
             raise TypeError(
@@ -63,3 +65,32 @@ def _as_tool(spec: Tool | str | Callable[..., Any]) -> Tool:
     if callable(spec):
         return Tool.from_function(spec)
     raise TypeError(f"a tool is a registered name, a Tool or a typed function, got {type(spec).__name__}")
+
+
+def _as_list(value: Any, what: str, single: tuple[type, ...]) -> list[Any]:
+    """One item or an iterable of them, as a list. A bare string is one name, never its characters."""
+    if isinstance(value, single) or (what == "tools" and callable(value)):
+        return [value]
+    if value is None or not isinstance(value, Iterable):
+        kinds = (
+            "a task file path, a TaskSource, or a list of Task/dict"
+            if what == "tasks"
+            else ("a registered tool name, a Tool, a typed function, or a list of them")
+        )
+        raise TypeError(f"make_env: {what} takes {kinds}, got {type(value).__name__}")
+    return list(value)
+
+
+def _as_task(spec: Task | dict[str, Any], index: int) -> Task:
+    if isinstance(spec, Task):
+        return spec
+    if not isinstance(spec, dict):
+        raise TypeError(f"make_env: task {index} must be a Task or a dict, got {type(spec).__name__}")
+    try:
+        return Task.model_validate(spec)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(
+            f"make_env: task {index} ({spec!r:.80}) is not a valid task: {problems}. A task needs "
+            '"id" and "prompt", and may have "answer" and "data"'
+        ) from None

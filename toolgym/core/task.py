@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from toolgym.core.errors import UnknownNameError
+
 #: procedural seeds at or above this are the evaluation split; training draws below it
 EVAL_SEED_START = 2**31
 
@@ -145,7 +147,7 @@ class FieldMap(BaseModel):
 
     def to_task(self, row: Mapping[str, Any], index: int, source: str) -> Task:
         if self.prompt not in row:
-            raise KeyError(
+            raise UnknownNameError(
                 f"row {index} of {source!r} has no {self.prompt!r} column (columns: {sorted(row)}); "
                 "pass fields=FieldMap(prompt=...) to choose one"
             )
@@ -229,7 +231,7 @@ def hf_source(
         raise TypeError("expected a Dataset or DatasetDict")
     if isinstance(getattr(dataset, "column_names", None), dict):  # DatasetDict
         if split not in dataset:
-            raise KeyError(f"split {split!r} not in dataset (splits: {sorted(dataset)})")
+            raise UnknownNameError(f"split {split!r} not in dataset (splits: {sorted(dataset)}); pass split=")
         dataset = dataset[split]
     return _rows_to_source(iter(dataset), fields, name or "dataset")
 
@@ -238,7 +240,9 @@ def load_tasks(spec: str | Path, fields: FieldMap | None = None) -> ListSource:
     """Tasks from a path, by its suffix: ``.jsonl``/``.json`` lines, ``.parquet``, or a dataset directory."""
     path = Path(spec)
     if not path.exists():
-        raise FileNotFoundError(f"no task file or dataset at {path}")
+        raise FileNotFoundError(
+            f"no task file or dataset at {path}: pass a .jsonl or .parquet file, or a saved dataset directory"
+        )
     if path.is_dir():
         return hf_source(path, fields)
     if path.suffix in (".jsonl", ".json"):

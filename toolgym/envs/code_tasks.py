@@ -139,7 +139,10 @@ def code_file_source(path: str | Path, example_tests: int = 1) -> ListSource:
     is how the model learns the function's name and signature; all of them are run."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"no task file at {path}")
+        raise FileNotFoundError(
+            f"no task file at {path}: tasks= takes 'humaneval', a .jsonl or .parquet file (MBPP, AceCoder or "
+            "prompt/tests columns), or a TaskSource"
+        )
     if path.suffix not in (".jsonl", ".json", ".parquet"):
         raise ValueError(f"don't know how to read code tasks from {path.name!r}: use .jsonl or .parquet")
     columns = _columns(path)

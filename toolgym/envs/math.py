@@ -40,6 +40,8 @@ def math_tasks(
     tasks: str | Path | TaskSource | None = None, families: Sequence[str] | None = None
 ) -> TaskSource:
     """The task source ``make_math_env`` uses: procedural (``families``), a file, or the source given."""
+    if isinstance(families, str):  # one family, not its characters
+        families = (families,)
     if isinstance(tasks, TaskSource):
         return tasks
     if tasks is not None:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from toolgym.core.errors import UnknownNameError
 from toolgym.core.task import FieldMap, ListSource, Task, jsonl_source, parquet_source, read_jsonl
 from toolgym.rewards.math import gold_from_solution
 from toolgym.tools.calculator import format_number
@@ -218,6 +219,11 @@ def math_file_source(
     ``data[answer_field]``, so a solution is never lost.
     """
     path = Path(path)
+    if path.suffix in (".jsonl", ".json", ".parquet") and not path.is_file():
+        raise FileNotFoundError(
+            f"no math task file at {path}: pass tasks= a .jsonl or .parquet file with question/answer "
+            "columns, or leave it out for the procedural tasks"
+        )
     columns = _columns(path)
     question = question_field or _pick(columns, QUESTION_FIELDS, path, "question")
     answer = answer_field or _pick(columns, ANSWER_FIELDS, path, "answer")
@@ -247,7 +253,7 @@ def _pick(columns: Sequence[str], choices: Sequence[str], path: Path, what: str)
     for name in choices:
         if name in columns:
             return name
-    raise KeyError(
+    raise UnknownNameError(
         f"{path.name}: no {what} column (looked for {', '.join(choices)}; columns: {sorted(columns)})"
     )
 

@@ -21,7 +21,8 @@ from toolgym.core.registry import register_env
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.code_tasks import code_tasks
-from toolgym.rewards.code import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, CodeTestsVerifier, Reward
+from toolgym.rewards.code import CodeTestsVerifier, Reward
+from toolgym.rewards.code_runner import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from toolgym.sandbox import Sandbox
 from toolgym.tools.python import PythonTool
 

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from toolgym.core.env import ToolEnv
+from toolgym.core.errors import unknown_name
 from toolgym.core.registry import register_env
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.core.types import ToolCall, Trajectory, Verdict
@@ -164,7 +165,7 @@ def make_reasoning_gym_env(
 ) -> ToolEnv:
     names = dataset_names()
     if dataset not in names:
-        raise ValueError(f"unknown reasoning-gym dataset {dataset!r}; datasets: {', '.join(names)}")
+        raise unknown_name("reasoning-gym dataset", dataset, names, "pass dataset=", known_as="datasets")
     config = dict(config or {})
     make_task(dataset, 0, config)  # a bad config fails here, at construction
     source = ProceduralSource(f"reasoning_gym/{dataset}", lambda seed: make_task(dataset, seed, config))

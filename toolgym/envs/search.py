@@ -69,6 +69,8 @@ def make_search_env(
         topk: documents per search. max_doc_chars: each document's cut.
         reward: ``"em"`` (exact match) or ``"f1"`` (token F1).
     """
+    if reward not in ("em", "f1"):
+        raise ValueError(f"reward must be 'em' (exact match) or 'f1' (token F1), got {reward!r}")
     own_documents = corpus is not None or index is not None or retriever is not None
     if tasks is None:
         source: TaskSource = KnowledgeWorld(world_size, world_seed).tasks(hops)

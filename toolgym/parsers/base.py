@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
+from toolgym.core.errors import unknown_name
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult
 from toolgym.tools.base import Tool
 
@@ -374,7 +375,7 @@ def make_parser(name: str, tools: Sequence[Tool], **kwargs: Any) -> ActionParser
     """Instantiate the registered format ``name`` bound to ``tools``; ``kwargs`` go to its constructor."""
     try:
         cls = PARSERS[name]
-    except KeyError:
-        known = ", ".join(sorted(PARSERS)) or "none"
-        raise KeyError(f"no action format named {name!r}; registered formats: {known}") from None
+    except (KeyError, TypeError):  # TypeError: an unhashable name
+        fix = "pass one of these names, or an ActionParser instance, as action_format"
+        raise unknown_name("action format", name, sorted(PARSERS), fix, "registered formats") from None
     return cls(tools, **kwargs)

@@ -1,7 +1,8 @@
 """The test harness that runs *inside* a sandbox session for ``toolgym.rewards.code`` (stdlib only).
 
-``toolgym.rewards.code`` sends this file's source as the first call of a fresh sandbox session, then the
-hidden tests as the second call (the threat model is in that module's docstring). Three kinds of process:
+``toolgym.rewards.code_runner`` sends this file's source as the first call of a fresh sandbox session, then
+the hidden tests as the second call (the threat model is in ``toolgym.rewards.code``). It is shipped as one
+source and runs with the standard library alone, which is why it is one module. Three kinds of process:
 
 ``driver``
     The session interpreter itself. It receives the hidden tests (second call), runs each one, and writes

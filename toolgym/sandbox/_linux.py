@@ -105,6 +105,15 @@ def sethostname(name: str) -> None:
     _check(libc.sethostname(raw, len(raw)), "sethostname")
 
 
+def write_proc_file(path: str, text: str) -> None:
+    """Write a ``/proc`` control file (``uid_map``, ``setgroups``) in one ``write``, as the kernel wants."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 

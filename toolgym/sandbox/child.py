@@ -1,5 +1,7 @@
-"""What a forked child does once its isolation is in place: become a fresh ``python -I -c`` and run code.
+"""The life of a forked child, from fork to exit: isolate itself, become a fresh ``python -I -c``, run code.
 
+``child_main`` is what the fork server's ``os.fork()`` leads to: it sets up the child's descriptors, applies
+the isolation layers (:mod:`toolgym.sandbox.child_setup`), and then runs the program or the session loop.
 The child is a fork of the warm fork server, so it starts with the server's modules already imported. This
 module resets everything that would otherwise leak from the server or differ from a fresh interpreter:
 the environment, stdio objects, ``sys.argv``, ``__main__``, random seeds, cached temp dirs. Exit follows the
@@ -11,19 +13,30 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import io
 import json
 import linecache
+import marshal
 import os
 import resource
+import signal
 import sys
 import traceback
 import types
+from typing import TYPE_CHECKING
 
-from toolgym.sandbox.protocol import frame_json, read_frame_fd
+from toolgym.sandbox import _linux as lx
+from toolgym.sandbox.child_setup import ChildSpec, enter_child, lock_down
+from toolgym.sandbox.processes import lifeline_alive
+from toolgym.sandbox.protocol import frame_json, read_frame_fd, wipe
+
+if TYPE_CHECKING:
+    from toolgym.sandbox.isolation import ServerPlan
 
 STATUS_FD = 3  # run: status frames to the server; session: the control channel to the parent
 SETUP_FAILED_EXIT = 121
+_hard_exit = os._exit  # bound once: sandboxed code may replace os._exit in its (forked) copy of this module
 
 # Old stdio objects of the server: kept alive so their finalizers never close fds 0-2 of the child.
 _KEEP: list[object] = []
@@ -204,3 +217,67 @@ def session_loop() -> None:
         _flush()
         cpu1, peak = _usage()
         write_status({"exit_code": exit_code, "exc": exc_name, "cpu_s": cpu1 - cpu0, "peak": peak})
+
+
+def child_main(  # pragma: no cover - runs in the child
+    plan: ServerPlan,
+    kind: str,
+    header: dict,
+    buffer: bytearray,
+    size: int,
+    uid: int,
+    fds: dict[str, int],
+    lifeline_r: int,
+) -> None:
+    """Everything a freshly forked child does; never returns (it ``_exit``s).
+
+    ``buffer[:size]`` is the request payload the server received but never parsed: it is parsed here and
+    this copy wiped at once. ``fds`` are the child's ends of its stdout/stderr pipes and its status (run) or
+    control (session) channel; ``lifeline_r`` is the read end of the pipe whose hang-up means the fork server
+    is gone. Setup failures are reported as a ``setup_error`` status frame and exit ``SETUP_FAILED_EXIT``.
+    """
+    code = SETUP_FAILED_EXIT
+    try:
+        os.setsid()
+        lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)
+        if not lifeline_alive(lifeline_r):
+            _hard_exit(code)
+        payload = marshal.loads(memoryview(buffer)[:size]) if size else {}
+        wipe(buffer, size)
+        stdin = payload.get("stdin")
+        if stdin is not None:
+            stdin_fd = os.memfd_create("stdin")
+            os.write(stdin_fd, stdin if isinstance(stdin, bytes) else stdin.encode())
+            os.lseek(stdin_fd, 0, os.SEEK_SET)
+        else:
+            stdin_fd = os.open("/dev/null", os.O_RDONLY)
+        lifeline = STATUS_FD + 1
+        wanted = {0: stdin_fd, 1: fds["out"], 2: fds["err"], STATUS_FD: fds["ctl"]}
+        wanted[lifeline] = lifeline_r
+        # Move every source above the target range first, so no dup2 clobbers a source still needed.
+        high = {target: fcntl.fcntl(src, fcntl.F_DUPFD, 256) for target, src in wanted.items()}
+        for target, src in high.items():
+            os.dup2(src, target)
+        os.closerange(lifeline + 1, 1 << 20)
+        try:
+            spec = ChildSpec(uid=uid, limits=header["limits"], host_tmp=header.get("host_tmp"))
+            cwd = enter_child(plan, spec)
+            lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)  # a uid change clears it: set it again
+            if not lifeline_alive(lifeline):
+                _hard_exit(code)
+            os.close(lifeline)
+            prepare_interpreter(cwd, payload.get("files"))
+            lock_down(plan)
+        except BaseException as exc:
+            write_status({"setup_error": f"{type(exc).__name__}: {exc}"})
+            _hard_exit(code)
+        write_status({"ready": True})
+        if kind == "session":
+            session_loop()
+        else:
+            main = fresh_main()
+            source = payload.get("code", "")
+            del payload
+            finish_run(*run_code(source, main))
+    finally:
+        _hard_exit(code)

@@ -17,18 +17,19 @@ forks, lets the child parse it, and zeroes the buffer - and reads outputs into f
 zeroed after the reply. The parent talks to the server over a socketpair: a small ``marshal`` header frame,
 then raw payload bytes (:mod:`toolgym.sandbox.protocol`). When the parent goes away the server sees EOF and
 exits; its children die with it (``PR_SET_PDEATHSIG``).
+
+Where the rest lives: the parent's side of the socket is :mod:`toolgym.sandbox.client`; what a forked child
+does is :mod:`toolgym.sandbox.child` (isolating itself with :mod:`toolgym.sandbox.child_setup`); how a
+finished run is classified is :mod:`toolgym.sandbox.run_status`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import gc
 import importlib
 import json
-import marshal
-import math
 import os
 import select
 import shutil
@@ -40,6 +41,8 @@ import time
 from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import child as childmod
 from toolgym.sandbox import isolation as iso
+from toolgym.sandbox.child_setup import SANDBOX_HOME, make_private_dir
+from toolgym.sandbox.processes import MEMORY_CHECK_S, host_pid_of, own_host_pid, sweep_uid, tree_memory
 from toolgym.sandbox.protocol import (
     CappedStream,
     FrameReader,
@@ -50,12 +53,12 @@ from toolgym.sandbox.protocol import (
     send,
     wipe,
 )
+from toolgym.sandbox.run_status import classify_run
 
 _READ_CHUNK = 1 << 16
 _STATUS_CAP = 1 << 16
 _SESSION_SETUP_TIMEOUT = 30.0
 _SESSION_MEMORY_CHECK_S = 0.25
-_hard_exit = os._exit  # bound once: sandboxed code may replace os._exit in its (forked) copy of this module
 
 
 class ForkServer:
@@ -79,7 +82,7 @@ class ForkServer:
             config["disabled"], self.uid_lo, config["probe_limits"], config.get("extra_paths", ())
         )
         self.preloaded, self.preload_failed = self._preload(config["preload"])
-        childmod.prepare_server_interpreter(iso.SANDBOX_HOME)
+        childmod.prepare_server_interpreter(SANDBOX_HOME)
         threads = len(os.listdir("/proc/self/task"))
         if threads != 1:
             raise RuntimeError(
@@ -101,7 +104,7 @@ class ForkServer:
         plan = self.plan
         return {
             "ok": True,
-            "pid": _host_pid(),
+            "pid": own_host_pid(),
             "mode": plan.mode,
             "active": [layer for layer in iso.LAYERS if plan.has(layer)] + list(iso.ALWAYS_ON),
             "missing": dict(plan.missing),
@@ -162,8 +165,8 @@ class ForkServer:
             return
         self.next_session_check = now + _SESSION_MEMORY_CHECK_S
         for pidfd, limit in self.session_memory.items():
-            host_pid = iso.host_pid_of(pidfd)
-            if host_pid and iso.tree_memory(host_pid) > limit:
+            host_pid = host_pid_of(pidfd)
+            if host_pid and tree_memory(host_pid) > limit:
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
@@ -174,7 +177,7 @@ class ForkServer:
             os.waitpid(pid, 0)
         os.close(pidfd)
         if not self.plan.has("pid_namespace") and self.plan.mode == "root":
-            iso.sweep_uid(uid)
+            sweep_uid(uid)
         if host_tmp:
             _rmtree_forcefully(host_tmp)
         self.free_uids.append(uid)
@@ -196,63 +199,14 @@ class ForkServer:
                 lx.unshare(lx.CLONE_NEWPID)
             try:
                 pid = os.fork()
-                if pid == 0:  # pragma: no cover - the child: _child_main never returns (it _exits)
-                    self._child_main(kind, header, size, uid, fds)
+                if pid == 0:  # pragma: no cover - the child: child_main never returns (it _exits)
+                    childmod.child_main(plan, kind, header, self.payload, size, uid, fds, self.lifeline_r)
             finally:
                 if plan.has("pid_namespace"):
                     lx.setns(plan.pidns_fd, lx.CLONE_NEWPID)
             return pid
         finally:
             wipe(self.payload, size)
-
-    def _child_main(  # pragma: no cover - runs in the child
-        self, kind: str, header: dict, size: int, uid: int, fds: dict[str, int]
-    ) -> None:
-        code = childmod.SETUP_FAILED_EXIT
-        try:
-            os.setsid()
-            lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)
-            if not iso.lifeline_alive(self.lifeline_r):
-                _hard_exit(code)
-            payload = marshal.loads(memoryview(self.payload)[:size]) if size else {}
-            wipe(self.payload, size)
-            stdin = payload.get("stdin")
-            if stdin is not None:
-                stdin_fd = os.memfd_create("stdin")
-                os.write(stdin_fd, stdin if isinstance(stdin, bytes) else stdin.encode())
-                os.lseek(stdin_fd, 0, os.SEEK_SET)
-            else:
-                stdin_fd = os.open("/dev/null", os.O_RDONLY)
-            lifeline = childmod.STATUS_FD + 1
-            wanted = {0: stdin_fd, 1: fds["out"], 2: fds["err"], childmod.STATUS_FD: fds["ctl"]}
-            wanted[lifeline] = self.lifeline_r
-            # Move every source above the target range first, so no dup2 clobbers a source still needed.
-            high = {target: fcntl.fcntl(src, fcntl.F_DUPFD, 256) for target, src in wanted.items()}
-            for target, src in high.items():
-                os.dup2(src, target)
-            os.closerange(lifeline + 1, 1 << 20)
-            try:
-                spec = iso.ChildSpec(uid=uid, limits=header["limits"], host_tmp=header.get("host_tmp"))
-                cwd = iso.enter_child(self.plan, spec)
-                lx.prctl(lx.PR_SET_PDEATHSIG, signal.SIGKILL)  # a uid change clears it: set it again
-                if not iso.lifeline_alive(lifeline):
-                    _hard_exit(code)
-                os.close(lifeline)
-                childmod.prepare_interpreter(cwd, payload.get("files"))
-                iso.lock_down(self.plan)
-            except BaseException as exc:
-                childmod.write_status({"setup_error": f"{type(exc).__name__}: {exc}"})
-                _hard_exit(code)
-            childmod.write_status({"ready": True})
-            if kind == "session":
-                childmod.session_loop()
-            else:
-                main = childmod.fresh_main()
-                source = payload.get("code", "")
-                del payload
-                childmod.finish_run(*childmod.run_code(source, main))
-        finally:
-            _hard_exit(code)
 
     def _new_child_fds(self, kind: str) -> tuple[dict[str, int], dict[str, int]]:
         """(server ends, child ends) of the stdout/stderr pipes and the status/control channel."""
@@ -269,7 +223,7 @@ class ForkServer:
         """A per-child tmp dir on the host, only when the private tmpfs (fs_view) is unavailable."""
         if self.plan.has("fs_view") or not self.plan.host_tmp_base:
             return None
-        path = iso.make_private_dir(self.plan.host_tmp_base)
+        path = make_private_dir(self.plan.host_tmp_base)
         if self.plan.mode == "root" and self.plan.has("unprivileged_user"):
             os.chown(path, uid, uid)
         return path
@@ -347,7 +301,7 @@ class ForkServer:
         exited = False
         open_fds = {*streams, fds["ctl"]}
         chunk = memoryview(self.chunk)
-        next_memory_check = t0 + iso.MEMORY_CHECK_S
+        next_memory_check = t0 + MEMORY_CHECK_S
         host_pid: int | None = None
         try:
             while not exited and reason is None:
@@ -357,9 +311,9 @@ class ForkServer:
                     reason = "timeout"
                     break
                 if now >= next_memory_check:  # only programs that run a while pay for this
-                    next_memory_check = now + iso.MEMORY_CHECK_S
-                    host_pid = host_pid or iso.host_pid_of(pidfd)
-                    if host_pid and iso.tree_memory(host_pid) > limits["memory_bytes"]:
+                    next_memory_check = now + MEMORY_CHECK_S
+                    host_pid = host_pid or host_pid_of(pidfd)
+                    if host_pid and tree_memory(host_pid) > limits["memory_bytes"]:
                         reason = "memory"
                         break
                 wait = min(remaining, max(0.0, next_memory_check - now))
@@ -394,14 +348,14 @@ class ForkServer:
             self._kill_leftovers(pid, uid)
         for fd in list(open_fds):  # everything in the child's namespace is dead: drain to EOF
             self._drain(fd, streams.get(fd), status_reader if fd == fds["ctl"] else None, status_frames)
-        return self._classify(wait_status, usage, wall, reason, limits, timeout, status_frames)
+        return classify_run(wait_status, usage, wall, reason, limits, timeout, status_frames)
 
     def _kill_leftovers(self, pid: int, uid: int) -> None:
         """Without a pid namespace: kill the process group, and (as root) every process of the run's uid."""
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         if self.plan.mode == "root" and self.plan.has("unprivileged_user"):
-            iso.sweep_uid(uid)
+            sweep_uid(uid)
 
     def _drain(self, fd: int, stream: CappedStream | None, reader: FrameReader | None, frames: list) -> None:
         os.set_blocking(fd, False)
@@ -422,61 +376,6 @@ class ForkServer:
                 stream.feed(chunk[:n])
             elif reader is not None:
                 frames += reader.feed(chunk[:n])
-
-    @staticmethod
-    def _classify(wait_status, usage, wall, reason, limits, timeout, frames) -> dict:
-        result = {
-            "wall_s": wall,
-            "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_memory_bytes": usage.ru_maxrss * 1024,
-            "exit_code": None,
-            "signal": None,
-            "detail": "",
-        }
-        parsed = []
-        for raw in frames[:4]:
-            try:
-                parsed.append(json.loads(raw))
-            except ValueError:
-                parsed.append({})
-        first = parsed[0] if parsed else {}
-        if os.WIFSIGNALED(wait_status):
-            result["signal"] = os.WTERMSIG(wait_status)
-        else:
-            result["exit_code"] = os.WEXITSTATUS(wait_status)
-        if not isinstance(first, dict) or not first.get("ready"):
-            why = first.get("setup_error") if isinstance(first, dict) else None
-            if reason == "timeout":
-                why = "setup did not finish before the timeout"
-            result.update(status="sandbox_error", detail=f"sandbox setup failed: {why or wait_status}")
-            return result
-        exc = next((p.get("exc") for p in parsed[1:] if isinstance(p, dict) and p.get("exc")), None)
-        sig = result["signal"]
-        if reason == "timeout":
-            result.update(
-                status="timeout", detail=f"wall-clock limit of {timeout:g} s exceeded; process tree killed"
-            )
-        elif reason == "memory":
-            result.update(
-                status="memory",
-                detail=f"its processes together held more than {limits['memory_bytes']} bytes; killed",
-            )
-        elif reason == "output_limit":
-            result.update(
-                status="output_limit",
-                detail=f"output exceeded {limits['max_output_total_bytes']} bytes on one stream; killed",
-            )
-        elif sig in (signal.SIGKILL, signal.SIGXCPU) and result["cpu_s"] >= 0.9 * math.ceil(limits["cpu_s"]):
-            result.update(status="timeout", detail=f"CPU time limit of {limits['cpu_s']:g} s exceeded")
-        elif (exc == "MemoryError" and result["exit_code"] != 0) or (
-            sig is not None and result["peak_memory_bytes"] >= 0.9 * limits["memory_bytes"]
-        ):  # the program's own report can only make its result worse, never better
-            result.update(status="memory", detail=f"memory limit of {limits['memory_bytes']} bytes reached")
-        elif sig is not None:
-            result.update(status="killed", detail=f"killed by signal {signal.Signals(sig).name}")
-        else:
-            result.update(status="ok" if result["exit_code"] == 0 else "error")
-        return result
 
     # ------------------------------------------------------------ sessions
 
@@ -543,15 +442,6 @@ class ForkServer:
                         return True, ""
                     return False, str(first.get("setup_error"))
         return False, "setup timed out"
-
-
-def _host_pid() -> int:
-    """This process's pid as the host sees it (differs from getpid() when the server is pid 1 of its own
-    namespace); /proc here is a bind of the host's procfs."""
-    try:
-        return int(os.readlink("/proc/self"))
-    except (OSError, ValueError):
-        return os.getpid()
 
 
 def _rmtree_forcefully(path: str) -> None:

@@ -41,24 +41,35 @@ the run), a scrubbed environment (nothing inherited from the host), ``-I`` inter
 site, no ``PYTHON*`` variables, no cwd on ``sys.path``), the wall-clock timeout enforced from outside,
 capped output capture, and closing every inherited file descriptor.
 
-This module runs inside the fork server and its children, so it imports only the standard library and its
-sibling modules (no pydantic, not the ``toolgym`` package ``__init__``).
+This module is the fork server's side, once per server: ``prepare_server`` establishes the server-wide
+layers and detects the per-child ones by performing them in a throwaway child (``probe_child_layers``); the
+result is the ``ServerPlan`` every child follows. What each child does is in
+:mod:`toolgym.sandbox.child_setup`; watching and killing process trees in :mod:`toolgym.sandbox.processes`.
+
+It runs inside the fork server, so it imports only the standard library and its sibling modules (no
+pydantic, not the ``toolgym`` package ``__init__``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-import resource
-import select
 import signal
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.sandbox import _linux as lx
-from toolgym.sandbox.fsview import ViewError, build_fs_view, rebind_read_only, under_tmp
+from toolgym.sandbox.child_setup import (
+    NOBODY,
+    ChildSpec,
+    SetupError,
+    child_steps,
+    lock_down,
+    make_private_dir,
+)
+from toolgym.sandbox.fsview import ViewError, build_fs_view, under_tmp
+from toolgym.sandbox.processes import lifeline_alive
 
 LAYERS: tuple[str, ...] = (
     "fs_view",
@@ -81,9 +92,6 @@ ALWAYS_ON: tuple[str, ...] = (
 )
 _NAMESPACE_LAYERS = ("fs_view", "pid_namespace", "net_namespace", "ipc_namespace", "uts_namespace")
 
-SANDBOX_HOME = "/tmp"
-_CAP_SYS_ADMIN = 21
-NOBODY = 65534
 
 # What losing a layer means, said in the warning so nobody has to guess.
 _CONSEQUENCE = {
@@ -94,10 +102,6 @@ _CONSEQUENCE = {
     "uts_namespace": "the host name is visible",
     "unprivileged_user": "the program runs as your uid: it reads your files and your processes' environment",
 }
-
-
-class SetupError(RuntimeError):
-    """An isolation layer that was detected as available failed for this child."""
 
 
 @dataclass
@@ -143,21 +147,13 @@ def _userns_block_reason() -> str:
     return "denied by the kernel or a security module"
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 def enter_server_userns() -> None:
     """Become root of a fresh user namespace (normal users only): uid/gid 0 inside map to ours outside."""
     uid, gid = os.geteuid(), os.getegid()
     lx.unshare(lx.CLONE_NEWUSER)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"0 {uid} 1")
-    _write("/proc/self/gid_map", f"0 {gid} 1")
+    lx.write_proc_file("/proc/self/setgroups", "deny")
+    lx.write_proc_file("/proc/self/uid_map", f"0 {uid} 1")
+    lx.write_proc_file("/proc/self/gid_map", f"0 {gid} 1")
 
 
 def become_pid1_of_new_namespace() -> None:
@@ -181,152 +177,6 @@ def become_pid1_of_new_namespace() -> None:
     if not lifeline_alive(r):
         os._exit(1)
     os.close(r)
-
-
-# ---------------------------------------------------------------- per-child setup
-
-
-@dataclass
-class ChildSpec:
-    """Per-child parameters the server hands to the forked child."""
-
-    uid: int  # host uid to become (root mode)
-    limits: dict
-    host_tmp: str | None = None  # per-run tmp dir on the host (only when fs_view is missing)
-
-
-def _processes_of(uid: int) -> int:
-    """How many processes ``uid`` runs now (what RLIMIT_NPROC counts when there is no private uid)."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
-            except OSError:
-                continue
-    return count
-
-
-def _set_rlimits(limits: dict, shared_uid: bool = False) -> None:
-    """Apply the limits (soft = hard, so the program cannot raise them back).
-
-    ``shared_uid``: the program keeps the caller's uid (no user namespace), so RLIMIT_NPROC counts all of
-    that user's processes; the budget is then added on top of what the user runs right now.
-    """
-    nproc = limits["processes"] + (_processes_of(os.getuid()) if shared_uid else 0)
-    cpu = max(1, int(-(-limits["cpu_s"] // 1)))
-    for res, value in (
-        # soft == hard: pid 1 of a namespace ignores SIGXCPU, so the kill must come from the hard limit.
-        (resource.RLIMIT_CPU, (cpu, cpu)),
-        (resource.RLIMIT_AS, (limits["memory_bytes"],) * 2),
-        (resource.RLIMIT_FSIZE, (limits["file_size_bytes"],) * 2),
-        (resource.RLIMIT_NOFILE, (limits["open_files"],) * 2),
-        (resource.RLIMIT_NPROC, (nproc, nproc)),
-        (resource.RLIMIT_CORE, (0, 0)),
-        (resource.RLIMIT_MSGQUEUE, (0, 0)),
-        (resource.RLIMIT_MEMLOCK, (0, 0)),
-    ):
-        resource.setrlimit(res, value)
-
-
-def _drop_user_root(uid: int) -> None:
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    if lx.capability_effective() != 0:
-        raise SetupError("capabilities survived the uid change")
-
-
-def _drop_user_userns() -> None:
-    lx.unshare(lx.CLONE_NEWUSER)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{NOBODY} 0 1")
-    _write("/proc/self/gid_map", f"{NOBODY} 0 1")
-    lx.drop_all_capabilities()
-
-
-def _mount_run_tmpfs(limits: dict, uid: int, owner: bool, keep: list[str]) -> None:
-    size = limits["disk_bytes"]
-    own = f",uid={uid},gid={uid}" if owner else ""
-    rebind_read_only(
-        keep,
-        lambda: lx.mount(
-            "tmpfs",
-            "/tmp",
-            "tmpfs",
-            lx.MS_NOSUID | lx.MS_NODEV,
-            f"size={size},nr_inodes=65536,mode=0700{own}",
-        ),
-    )
-    shm = min(size, 64 * 1024 * 1024)
-    lx.mount(
-        "tmpfs", "/dev/shm", "tmpfs", lx.MS_NOSUID | lx.MS_NODEV, f"size={shm},nr_inodes=4096,mode=0700{own}"
-    )
-
-
-def child_steps(plan: ServerPlan, spec: ChildSpec) -> list[tuple[str, Callable[[], None]]]:
-    """The ordered setup steps of a child as (layer, action), restricted to the plan's layers.
-
-    The same list serves the start-up probe (every step tried, failures collected) and real children (first
-    failure aborts the child with ``sandbox_error``), so detection and use cannot drift apart.
-    """
-    has = plan.has
-    root_mode = plan.mode == "root"
-    steps: list[tuple[str, Callable[[], None]]] = []
-    unshare_flags = [
-        ("fs_view", lx.CLONE_NEWNS),
-        ("ipc_namespace", lx.CLONE_NEWIPC),
-    ]
-    for layer, flag in unshare_flags:
-        if has(layer):
-            steps.append((layer, lambda flag=flag: lx.unshare(flag)))
-    if has("fs_view"):
-        steps.append(
-            ("fs_view", lambda: _mount_run_tmpfs(spec.limits, spec.uid, owner=root_mode, keep=plan.tmp_binds))
-        )
-        if has("pid_namespace"):
-            steps.append(
-                (
-                    "pid_namespace",
-                    lambda: lx.mount("proc", "/proc", "proc", lx.MS_NOSUID | lx.MS_NODEV | lx.MS_NOEXEC),
-                )
-            )
-    if has("rlimits"):
-        shared = not has("unprivileged_user")
-        steps.append(("rlimits", lambda: _set_rlimits(spec.limits, shared_uid=shared)))
-    if has("unprivileged_user"):
-        if root_mode:
-            steps.append(("unprivileged_user", lambda: _drop_user_root(spec.uid)))
-        else:
-            steps.append(("unprivileged_user", _drop_user_userns))
-    return steps
-
-
-def lock_down(plan: ServerPlan) -> None:
-    """The last steps before user code: no_new_privs, then the seccomp filter (which needs it)."""
-    if plan.locked_in_server:
-        return
-    # Without CAP_SYS_ADMIN the kernel only accepts a filter from a no_new_privs process.
-    needs_nnp = plan.has("seccomp") and not lx.capability_effective() & (1 << _CAP_SYS_ADMIN)
-    if plan.has("no_new_privs") or needs_nnp:
-        lx.prctl(lx.PR_SET_NO_NEW_PRIVS, 1)
-    if plan.has("seccomp") and plan.seccomp_bpf:
-        lx.load_seccomp_bpf(plan.seccomp_bpf)
-
-
-def enter_child(plan: ServerPlan, spec: ChildSpec) -> str:
-    """Apply every layer of the plan to this (freshly forked) process; return the working directory.
-
-    Raises SetupError naming the layer on the first failure: a layer that the probe found working must not
-    be skipped silently for one run.
-    """
-    for layer, action in child_steps(plan, spec):
-        try:
-            action()
-        except Exception as exc:
-            raise SetupError(f"{layer}: {exc}") from exc
-    return SANDBOX_HOME if plan.has("fs_view") else (spec.host_tmp or SANDBOX_HOME)
 
 
 # ---------------------------------------------------------------- probe (once per server)
@@ -534,86 +384,3 @@ def prepare_server(
             "no fresh /proc without fs_view: host processes are listed but not reachable"
         )
     return plan
-
-
-# ---------------------------------------------------------------- killing what a child left behind
-
-
-def sweep_uid(uid: int) -> None:
-    """Kill every process of ``uid`` (root mode without a pid namespace): fork, become uid, kill(-1)."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the sweeper
-        try:
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            with contextlib.suppress(OSError):
-                os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    os.waitpid(pid, 0)
-
-
-# ---------------------------------------------------------------- memory of a whole process tree
-
-
-def host_pid_of(pidfd: int) -> int | None:
-    """The pid a pidfd refers to, as numbered by our procfs (the host's: the view binds the host /proc)."""
-    try:
-        with open(f"/proc/self/fdinfo/{pidfd}", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Pid:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def tree_memory(pid: int) -> int:
-    """Bytes of memory attributable to ``pid`` and all its descendants (sum of their Pss).
-
-    RLIMIT_AS bounds each process, not a run: 64 processes could each take the whole limit. The fork server
-    checks this sum every ``MEMORY_CHECK_S`` while a program runs and kills the run above ``memory_bytes``.
-    Pss counts pages shared with the server (or between the run's processes) proportionally, so forking
-    does not count the interpreter again for every child. Orphans stay in the tree: in a pid namespace they
-    are re-parented to the run's pid 1.
-    """
-    total = 0
-    stack, seen = [pid], set()
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            with open(f"/proc/{p}/smaps_rollup", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-            for tid in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{tid}/children", "rb") as fh:
-                    stack.extend(int(c) for c in fh.read().split())
-        except (OSError, ValueError):
-            continue  # exited meanwhile
-    return total
-
-
-MEMORY_CHECK_S = 0.1
-
-
-def make_private_dir(parent: str, prefix: str = "") -> str:
-    """mkdtemp without the tempfile module (which imports random, whose after-fork hook costs every child)."""
-    while True:
-        path = os.path.join(parent, prefix + os.urandom(6).hex())
-        try:
-            os.mkdir(path, 0o700)
-            return path
-        except FileExistsError:
-            continue
-
-
-def lifeline_alive(fd: int) -> bool:
-    """True while the fork server holds the write end of the lifeline pipe (POLLHUP once it is gone)."""
-    p = select.poll()
-    p.register(fd, select.POLLIN)
-    return not p.poll(0)

@@ -29,6 +29,7 @@ from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
 from toolgym.sandbox.client import ServerDied, ServerHandle
 from toolgym.sandbox.isolation import LAYERS
 from toolgym.sandbox.limits import Limits
+from toolgym.sandbox.processes import process_table
 from toolgym.sandbox.result import ExecResult, IsolationReport
 from toolgym.sandbox.session import Session, SessionProcess
 
@@ -371,7 +372,7 @@ class LocalSandbox(Sandbox):
         root) any process running as one of this sandbox's uids outside a live session. Runs leave nothing:
         a run's whole pid namespace dies with it, so this is empty between runs unless isolation failed.
         """
-        table = _process_table()
+        table = process_table()
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             children.setdefault(ppid, []).append(pid)
@@ -412,26 +413,6 @@ class LocalSandbox(Sandbox):
             if not self._closed and os.getpid() == self._owner_pid:
                 for server in self._servers:
                     server.kill()
-
-
-def _process_table() -> dict[int, tuple[int, int, str]]:
-    """pid -> (ppid, real uid, command line) for every process visible in /proc."""
-    table: dict[int, tuple[int, int, str]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-            with open(f"/proc/{entry}/status", "rb") as fh:
-                uid_line = next(line for line in fh if line.startswith(b"Uid:"))
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read(200).replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except (OSError, StopIteration):
-            continue  # exited while we looked
-        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        table[int(entry)] = (ppid, int(uid_line.split()[1]), cmd)
-    return table
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 5.0, interval: float = 0.01) -> bool:

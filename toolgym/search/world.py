@@ -41,7 +41,6 @@ Why each gold answer is unique:
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -50,94 +49,23 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.task import ProceduralSource, Task
+from toolgym.search.world_vocabulary import (
+    ADJECTIVES,
+    FIELDS,
+    FIRST,
+    FORMS,
+    NOUNS,
+    OCCUPATIONS,
+    ORG_KINDS,
+    WORD2,
+    WORD3,
+    Bijection,
+    a_or_an,
+    invented_word,
+    splitmix,
+)
 
 MIN_SIZE = 100
-_MASK = (1 << 64) - 1
-
-# -- names ---------------------------------------------------------------------------------------------------
-# Consonant-only onsets and codas, vowel-only nuclei: a word's consonant and vowel runs give its syllables.
-_ONSETS = [
-    "b", "br", "d", "dr", "f", "g", "gr", "h", "k", "kr", "l", "m", "n", "p", "r", "s", "st", "t", "th", "tr",
-    "v", "z", "sh", "w",
-]  # fmt: skip
-_NUCLEI = ["a", "e", "i", "o", "u", "ai", "ea", "io"]
-_CODAS = ["", "n", "r", "l", "s", "th", "nd", "rk", "x", "m", "sk", "rn"]
-#: organisation kinds: English words starting with a vowel, so never equal to an invented word
-_ORG_KINDS = [
-    "Institute", "Academy", "Observatory", "Order", "Archive", "Assembly", "Union", "Ensemble", "Atelier",
-    "Infirmary", "Exchange", "Orchestra",
-]  # fmt: skip
-_ADJECTIVES = [
-    "Amber", "Silent", "Hollow", "Crimson", "Distant", "Golden", "Broken", "Quiet", "Northern", "Endless",
-    "Pale", "Hidden", "Iron", "Velvet", "Burning", "Frozen", "Scarlet", "Silver", "Lonely", "Restless",
-    "Ancient", "Bitter", "Gentle", "Wandering", "Sunken", "Azure", "Copper", "Last", "Winter", "Secret",
-]  # fmt: skip
-_NOUNS = [
-    "Lantern", "Orchard", "Harbour", "Compass", "Garden", "Mirror", "Bridge", "Voyage", "Tower", "Letter",
-    "River", "Feather", "Crown", "Archive", "Mountain", "Lighthouse", "Season", "Engine", "Chorus", "Atlas",
-    "Meadow", "Citadel", "Promise", "Tide", "Window", "Clockwork", "Forest", "Canal", "Empire", "Ledger",
-]  # fmt: skip
-_FORMS = ["novel", "treatise", "chronicle", "memoir", "play", "atlas", "poem cycle", "essay collection"]
-_OCCUPATIONS = [
-    "cartographer", "astronomer", "glassblower", "shipwright", "botanist", "clockmaker", "physician",
-    "banker", "brewer", "engineer", "architect", "poet", "painter", "composer", "historian", "surveyor",
-    "apothecary", "printer", "bookbinder", "mathematician", "sculptor", "weaver", "navigator", "chemist",
-    "librarian", "diplomat", "merchant", "judge", "teacher", "inventor",
-]  # fmt: skip
-_FIELDS = [
-    "shipbuilding", "astronomy", "glassmaking", "cartography", "the textile trade", "printing", "botany",
-    "clockmaking", "medicine", "banking", "brewing", "mining", "music", "theatre", "architecture", "pottery",
-    "fishing", "railways", "the tea trade", "salt mining", "bookbinding", "ironworking", "silk weaving",
-    "perfumery", "telegraphy",
-]  # fmt: skip
-
-_WORD2 = len(_ONSETS) ** 2 * len(_NUCLEI) ** 2 * len(_CODAS)  # onset vowel onset vowel coda
-_FIRST = len(_ONSETS) ** 2 * len(_NUCLEI) ** 2  # onset vowel onset vowel (a first name has no coda)
-_WORD3 = _WORD2 * len(_ONSETS) * len(_NUCLEI)  # three syllables: place names
-
-
-def _word(code: int, syllables: int, coda: bool = True) -> str:
-    """The invented word with this code (injective for a fixed shape; see the module docstring)."""
-    parts = []
-    if coda:
-        code, c = divmod(code, len(_CODAS))
-        parts.append(_CODAS[c])
-    for _ in range(syllables):
-        code, n = divmod(code, len(_NUCLEI))
-        code, o = divmod(code, len(_ONSETS))
-        parts.append(_ONSETS[o] + _NUCLEI[n])
-    return "".join(reversed(parts)).capitalize()
-
-
-def _a(noun: str) -> str:
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
-
-
-def _splitmix(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
-    return x ^ (x >> 31)
-
-
-class _Bijection:
-    """A seeded permutation of ``range(capacity)``: ``x -> (a*x + b) mod capacity`` with ``gcd(a, cap) = 1``.
-
-    It scatters consecutive entity indices over the name space (so names look unrelated) while staying a
-    bijection, which is what makes names unique without a set of every name seen.
-    """
-
-    def __init__(self, capacity: int, key: int):
-        self.capacity = capacity
-        a = _splitmix(key) % capacity | 1
-        while math.gcd(a, capacity) != 1:
-            a += 2
-        self.a, self.b = a, _splitmix(key ^ 0xA5A5) % capacity
-
-    def __call__(self, x: int) -> int:
-        return (self.a * x + self.b) % self.capacity
-
-
 # -- the schema ----------------------------------------------------------------------------------------------
 
 KINDS = ("person", "place", "organisation", "work")
@@ -224,7 +152,7 @@ class KnowledgeWorld:
         if size < MIN_SIZE:
             raise ValueError(f"a knowledge world needs at least {MIN_SIZE} entities, got {size}")
         self.size, self.seed = int(size), int(seed)
-        self._key = _splitmix(self.seed * 0x9E3779B1 + 0x5EED)
+        self._key = splitmix(self.seed * 0x9E3779B1 + 0x5EED)
         places, orgs, works = size // 10, size // 5, size // 5
         people = size - places - orgs - works
         self.counts = {"person": people, "place": places, "organisation": orgs, "work": works}
@@ -234,14 +162,14 @@ class KnowledgeWorld:
             self._start[kind] = start
             start += self.counts[kind]
         capacity = {
-            "person": _FIRST * _WORD2,
-            "place": _WORD3,
-            "organisation": _WORD2 * len(_ORG_KINDS),
-            "work": len(_ADJECTIVES) * len(_NOUNS) * _WORD2,
+            "person": FIRST * WORD2,
+            "place": WORD3,
+            "organisation": WORD2 * len(ORG_KINDS),
+            "work": len(ADJECTIVES) * len(NOUNS) * WORD2,
         }
-        self._names = {k: _Bijection(capacity[k], self._key ^ (i + 1) * 0x51ED) for i, k in enumerate(KINDS)}
+        self._names = {k: Bijection(capacity[k], self._key ^ (i + 1) * 0x51ED) for i, k in enumerate(KINDS)}
         self._regions = max(4, places // 20)
-        self._region_names = _Bijection(_WORD2, self._key ^ 0x4E6)
+        self._region_names = Bijection(WORD2, self._key ^ 0x4E6)
 
     def __len__(self) -> int:
         return self.size
@@ -260,7 +188,7 @@ class KnowledgeWorld:
         raise AssertionError("unreachable")
 
     def _h(self, salt: str, index: int) -> int:
-        return _splitmix(self._key ^ _splitmix(_SALT[salt] * 0x100000001B3 + index))
+        return splitmix(self._key ^ splitmix(_SALT[salt] * 0x100000001B3 + index))
 
     def _pick(self, kind: str, salt: str, index: int) -> int:
         return self._start[kind] + self._h(salt, index) % self.counts[kind]
@@ -270,16 +198,16 @@ class KnowledgeWorld:
         kind = self.kind(index)
         code = self._names[kind](index - self._start[kind])
         if kind == "person":
-            last, first = divmod(code, _FIRST)
-            return f"{_word(first, 2, coda=False)} {_word(last, 2)}"
+            last, first = divmod(code, FIRST)
+            return f"{invented_word(first, 2, coda=False)} {invented_word(last, 2)}"
         if kind == "place":
-            return _word(code, 3)
+            return invented_word(code, 3)
         if kind == "organisation":
-            word, org_kind = divmod(code, len(_ORG_KINDS))
-            return f"{_word(word, 2)} {_ORG_KINDS[org_kind]}"
-        code, adjective = divmod(code, len(_ADJECTIVES))
-        word, noun = divmod(code, len(_NOUNS))
-        return f"The {_ADJECTIVES[adjective]} {_NOUNS[noun]} of {_word(word, 2)}"
+            word, org_kind = divmod(code, len(ORG_KINDS))
+            return f"{invented_word(word, 2)} {ORG_KINDS[org_kind]}"
+        code, adjective = divmod(code, len(ADJECTIVES))
+        word, noun = divmod(code, len(NOUNS))
+        return f"The {ADJECTIVES[adjective]} {NOUNS[noun]} of {invented_word(word, 2)}"
 
     def value(self, index: int, relation: str) -> Any:
         """One relation (an entity index) or attribute (an int or str) of an entity."""
@@ -297,21 +225,21 @@ class KnowledgeWorld:
             case "birth_year":
                 return 1700 + h % 251
             case "occupation":
-                return _OCCUPATIONS[h % len(_OCCUPATIONS)]
+                return OCCUPATIONS[h % len(OCCUPATIONS)]
             case "region":
-                return _word(self._region_names(h % self._regions), 2)
+                return invented_word(self._region_names(h % self._regions), 2)
             case "founded_year":
                 return 600 + h % 1151
             case "population":
                 return int(800 * 4000 ** ((h % 10_000) / 10_000))  # 800 .. 3.2 million, log-uniform
             case "field":
-                return _FIELDS[h % len(_FIELDS)]
+                return FIELDS[h % len(FIELDS)]
             case "established_year":
                 return self.value(self.value(index, "founder"), "birth_year") + 22 + h % 37
             case "published_year":
                 return self.value(self.value(index, "author"), "birth_year") + 20 + h % 46
             case "form":
-                return _FORMS[h % len(_FORMS)]
+                return FORMS[h % len(FORMS)]
         raise KeyError(f"no relation or attribute {relation!r}")
 
     def entity(self, index: int) -> Entity:
@@ -327,7 +255,7 @@ class KnowledgeWorld:
         v, n = e.values, self.name
         if e.kind == "person":
             text = (
-                f"{e.name} is {_a(v['occupation'])} born in {n(v['born_in'])} in {v['birth_year']}. "
+                f"{e.name} is {a_or_an(v['occupation'])} born in {n(v['born_in'])} in {v['birth_year']}. "
                 f"{e.name} works for {n(v['employer'])} and was trained by the mentor {n(v['mentor'])}."
             )
         elif e.kind == "place":
@@ -343,7 +271,7 @@ class KnowledgeWorld:
             )
         else:
             text = (
-                f'"{e.name}" is {_a(v["form"])} written by {n(v["author"])}, first published in '
+                f'"{e.name}" is {a_or_an(v["form"])} written by {n(v["author"])}, first published in '
                 f"{v['published_year']} by {n(v['publisher'])}. The {v['form']} is set in the city of "
                 f"{n(v['set_in'])}."
             )
@@ -363,7 +291,7 @@ class KnowledgeWorld:
 
     def tasks(self, hops: int | Sequence[int] = (1, 2, 3)) -> ProceduralSource:
         """The world's questions as a task source: the task for seed ``s`` is ``question(s, hops)``."""
-        allowed = (hops,) if isinstance(hops, int) else tuple(hops)
+        allowed = hop_counts(hops)
         name = f"kworld-s{self.seed}-n{self.size}-h{''.join(map(str, allowed))}"
         return ProceduralSource(name, partial(self.task, hops=allowed))
 
@@ -374,10 +302,8 @@ class KnowledgeWorld:
     def question(self, seed: int, hops: int | Sequence[int] = (1, 2, 3)) -> Question:
         """The question for ``seed``: a uniformly drawn start entity and a random chain of ``hops`` documents
         (one hop count, or drawn uniformly from several). Deterministic in ``(world, seed, hops)``."""
-        allowed = [hops] if isinstance(hops, int) else list(hops)
-        if not allowed or any(h not in (1, 2, 3) for h in allowed):
-            raise ValueError(f"hops must be 1, 2 or 3, got {hops!r}")
-        rng = random.Random(_splitmix(self._key ^ 0xC0FFEE ^ int(seed)))
+        allowed = hop_counts(hops)
+        rng = random.Random(splitmix(self._key ^ 0xC0FFEE ^ int(seed)))
         n_hops = rng.choice(allowed)
         while True:  # a chain that revisits an entity is redrawn (rare); see the module docstring
             question = self._chain(rng, n_hops)
@@ -425,6 +351,14 @@ class KnowledgeWorld:
         if relation.name == "region":
             return value, [value, f"{value} region"]
         return str(value), [str(value)]
+
+
+def hop_counts(hops: int | Sequence[int]) -> tuple[int, ...]:
+    """The allowed hop counts of ``hops`` (one count or several), or a ValueError naming the choices."""
+    allowed = (hops,) if isinstance(hops, int) or not isinstance(hops, Sequence) else tuple(hops)
+    if not allowed or any(isinstance(h, bool) or h not in (1, 2, 3) for h in allowed):
+        raise ValueError(f"hops must be 1, 2 or 3, or a list of them (drawn uniformly), got {hops!r}")
+    return allowed
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from toolgym.core.errors import unknown_name
 from toolgym.core.types import ToolCall, ToolResult
 
 
@@ -179,7 +180,7 @@ def make_tool(name: str, **kwargs: Any) -> Tool:
     """Instantiate a registered tool by name."""
     try:
         factory = TOOLS[name]
-    except KeyError:
-        known = ", ".join(sorted(TOOLS)) or "none"
-        raise KeyError(f"no tool named {name!r}; registered tools: {known}") from None
+    except (KeyError, TypeError):  # TypeError: an unhashable name
+        fix = "use one of these names, a Tool instance, or register yours with @register_tool"
+        raise unknown_name("tool", name, sorted(TOOLS), fix, "registered tools") from None
     return factory(**kwargs)
