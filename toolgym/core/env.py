@@ -13,6 +13,7 @@ truncate the episode with reward 0.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -46,6 +47,8 @@ class ToolEnv(gym.Env[str, str]):
         max_action_chars: longer actions are invalid (and the action space's bound).
         max_observation_chars: tool output beyond this is cut in the middle (head and tail kept).
         parser_options: extra keyword arguments for the parser (e.g. ``result_tag`` for ``xml``).
+        tool_server: run the tools on a ``toolgym serve tools`` server (its URL, or a ``ToolServerClient``)
+            instead of in this process; observations are the same (``toolgym.tools.remote``).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -63,13 +66,19 @@ class ToolEnv(gym.Env[str, str]):
         max_observation_chars: int = 8_000,
         parser_options: dict[str, Any] | None = None,
         render_mode: str | None = None,
+        tool_server: Any = None,
     ):
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        max_turns = _positive_int("max_turns", max_turns)
+        max_action_chars = _positive_int("max_action_chars", max_action_chars)
+        max_observation_chars = _positive_int("max_observation_chars", max_observation_chars)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
+        if tool_server is not None:
+            from toolgym.tools.remote import remote_tools
+
+            tools = remote_tools(tools, tool_server)
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
@@ -229,6 +238,19 @@ class ToolEnv(gym.Env[str, str]):
             for tool in self.tools.values():
                 tool.end_episode(self._episode_id)
             self._episode_id = None
+
+
+def _positive_int(name: str, value: Any) -> int:
+    """``value`` as an int >= 1, or an error naming the argument (a str from a config is a common slip)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int >= 1, got {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{name} must be >= 1, got {number}")
+    return number
 
 
 def _make_parser(

@@ -1,0 +1,195 @@
+"""The tool server's throughput and latency at concurrency 256, beside a plain uvicorn echo as the ceiling.
+
+Each server runs in its own process (uvicorn, uvloop, httptools) as in production, loaded from this process
+by 256 aiohttp workers in a closed loop (each sends its next request when the last is answered). Measured
+per target: requests per second and the p50/p99 latency over all requests after a warm-up.
+
+- ``echo``: a FastAPI endpoint that validates a one-field body and returns it (the framework's ceiling);
+- ``calculator``: ``POST /tools/calculator`` (validation, admission, metrics, the tool in a worker thread);
+- ``calculator via /get_observation``: the verl-tool path (parse the ``<calculator>`` tag, run, render);
+- ``python``: ``POST /tools/python?session_id=...``, one interpreter session per client worker, so the
+  sandbox (2 workers: 2 programs at once) is the bound.
+
+With 256 requests always in flight, latency is bounded below by Little's law: p50 ≈ 256 / throughput, so
+p99 <= 50 ms needs more than ~5,000 req/s whatever the server does.
+
+Run (about a minute on 2 cores)::
+
+    .venv/bin/pytest benchmarks/bench_tool_server.py -q -s
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+import httpx
+import pytest
+
+CONCURRENCY = 256
+N = {"echo": 20_000, "calculator": 20_000, "calculator via /get_observation": 10_000, "python": 3_000}
+WARMUP = 1_000
+
+ECHO_APP = """
+import sys, uvicorn
+from fastapi import FastAPI
+from pydantic import BaseModel
+
+app = FastAPI()
+
+class Body(BaseModel):
+    expression: str
+
+@app.post("/echo")
+async def echo(body: Body) -> dict:
+    return {"name": "echo", "status": "ok", "output": body.expression}
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False, backlog=4096)
+"""
+
+
+@dataclass
+class Measured:
+    requests: int = 0
+    seconds: float = float("nan")
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+RESULTS: dict[str, Measured] = {}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(argv: list[str], port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+            return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"{argv} did not start")
+
+
+@pytest.fixture(scope="module")
+def servers(request):
+    echo_port, tools_port = _free_port(), _free_port()
+    echo = _start([sys.executable, "-c", ECHO_APP, str(echo_port)], echo_port)
+    tools = _start(
+        [
+            sys.executable,
+            "-m",
+            "toolgym.server.tools",
+            "--tools",
+            "calculator,python",
+            "--port",
+            str(tools_port),
+            "--max-concurrency",
+            str(CONCURRENCY),
+            "--sandbox-sessions",
+            "300",
+        ],
+        tools_port,
+    )
+    yield f"http://127.0.0.1:{echo_port}", f"http://127.0.0.1:{tools_port}"
+    for proc in (echo, tools):
+        proc.terminate()
+        proc.wait(10)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    for line in table().splitlines():
+        reporter.write_line(line)
+
+
+async def _load(url: str, n: int, request_for) -> Measured:
+    measured = Measured(requests=n)
+    feed = iter(range(n))
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(url, connector=connector) as session:
+
+        async def worker(w: int) -> None:
+            for i in feed:
+                path, body = request_for(i, w)
+                started = time.perf_counter()
+                async with session.post(path, json=body) as reply:
+                    await reply.read()
+                    if reply.status != 200:
+                        raise RuntimeError(f"{path}: HTTP {reply.status}")
+                measured.latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(CONCURRENCY)))
+        measured.seconds = time.perf_counter() - started
+    return measured
+
+
+def _measure(benchmark, name: str, url: str, request_for) -> None:
+    asyncio.run(_load(url, WARMUP, request_for))
+
+    def round_() -> None:
+        RESULTS[name] = asyncio.run(_load(url, N[name], request_for))
+
+    benchmark.pedantic(round_, rounds=1, iterations=1)
+
+
+def test_echo(benchmark, servers):
+    echo, _ = servers
+    _measure(benchmark, "echo", echo, lambda i, w: ("/echo", {"expression": f"{i}*7"}))
+
+
+def test_calculator(benchmark, servers):
+    _, tools = servers
+    _measure(benchmark, "calculator", tools, lambda i, w: ("/tools/calculator", {"expression": f"{i}*7"}))
+
+
+def test_calculator_via_get_observation(benchmark, servers):
+    _, tools = servers
+
+    def request_for(i: int, w: int):
+        return "/get_observation", {
+            "trajectory_ids": [f"t{w}"],
+            "actions": [f"<calculator>{i}*7</calculator>"],
+        }
+
+    _measure(benchmark, "calculator via /get_observation", tools, request_for)
+
+
+def test_python(benchmark, servers):
+    _, tools = servers
+    _measure(
+        benchmark, "python", tools, lambda i, w: (f"/tools/python?session_id=w{w}", {"code": f"print({i})"})
+    )
+
+
+def table() -> str:
+    rows = [f"tool server at concurrency {CONCURRENCY} ({os.cpu_count()} cores; one process each)"]
+    rows.append(f"{'target':<34}{'requests':>10}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'vs echo':>9}")
+    ceiling = RESULTS.get("echo")
+    for name in N:
+        m = RESULTS.get(name)
+        if m is None:
+            continue
+        ratio = f"{m.rate / ceiling.rate:.2f}" if ceiling else "-"
+        rows.append(
+            f"{name:<34}{m.requests:>10,}{m.rate:>10,.0f}{m.quantile(0.5):>9.1f}{m.quantile(0.99):>9.1f}{ratio:>9}"
+        )
+    return "\n".join(rows)
