@@ -16,13 +16,25 @@ def resolve_model(model: str) -> str:
         from toolgym.testing.tiny_model import tiny_model_path
 
         return str(tiny_model_path())
-    return model
+    if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        raise FileNotFoundError(
+            f"no model at {model}: give a local model directory (config.json and tokenizer files), "
+            "an HF model id, or 'tiny' (the embedded offline model)"
+        )
+    return str(Path(model).expanduser()) if model.startswith("~") else model
 
 
 def load_tokenizer(model: str) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model(model))
+    path = resolve_model(model)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except OSError as exc:  # not a model directory, or an HF id neither cached nor reachable
+        raise ValueError(
+            f"cannot load a tokenizer for {model!r}: {exc}\n  give a local model directory, an HF model id "
+            "that is in your HF cache (or reachable), or 'tiny'"
+        ) from exc
 
 
 def make_renderer(model: str, **kwargs: Any) -> ChatRenderer:
