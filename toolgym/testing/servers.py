@@ -15,15 +15,16 @@ from typing import Any
 
 
 @contextmanager
-def serve_in_thread(app: Any, startup_timeout: float = 10.0) -> Iterator[str]:
-    """Serve ``app`` on ``127.0.0.1:<free port>``; yields the base URL (``http://127.0.0.1:PORT``)."""
+def serve_in_thread(app: Any, startup_timeout: float = 10.0, lifespan: str = "off") -> Iterator[str]:
+    """Serve ``app`` on ``127.0.0.1:<free port>``; yields the base URL (``http://127.0.0.1:PORT``).
+    ``lifespan="on"`` runs the app's startup and shutdown hooks (e.g. OpenEnv's idle-session reaper)."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"serve:{port}"
     )
