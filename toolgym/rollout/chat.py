@@ -109,21 +109,28 @@ class ChatRenderer:
         return text[at + len(_PROBE) :]
 
 
-def check_prefix_property(renderer: ChatRenderer, tools: list | None = None) -> list[str]:
-    """Render a representative tool-use conversation turn by turn and report every boundary where the
-    earlier rendering is not an exact prefix of the later one (string and tokens). Empty list: all good."""
-    conversation = [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "What is 12345 * 6789?"},
-        {
-            "role": "assistant",
-            "content": "<think>Large numbers; use the tool.</think><calculator>12345*6789</calculator>",
-        },
-        {"role": "tool", "content": "83810205"},
-        {"role": "assistant", "content": "<think>Done.</think><answer>83810205</answer>"},
-        {"role": "user", "content": "Thanks. And 2 + 2?"},
-        {"role": "assistant", "content": "<answer>4</answer>"},
-    ]
+#: a representative tool-use conversation for ``check_prefix_property``
+_SAMPLE_CONVERSATION = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What is 12345 * 6789?"},
+    {
+        "role": "assistant",
+        "content": "<think>Large numbers; use the tool.</think><calculator>12345*6789</calculator>",
+    },
+    {"role": "tool", "content": "83810205"},
+    {"role": "assistant", "content": "<think>Done.</think><answer>83810205</answer>"},
+    {"role": "user", "content": "Thanks. And 2 + 2?"},
+    {"role": "assistant", "content": "<answer>4</answer>"},
+]
+
+
+def check_prefix_property(
+    renderer: ChatRenderer, tools: list | None = None, conversation: Sequence[dict] | None = None
+) -> list[str]:
+    """Render a representative tool-use conversation (or ``conversation``, e.g. one a trainer adapter
+    produced) turn by turn and report every boundary where the earlier rendering is not an exact prefix of
+    the later one (string and tokens). Empty list: all good."""
+    conversation = list(conversation if conversation is not None else _SAMPLE_CONVERSATION)
     problems = []
     for k in range(2, len(conversation)):
         head, full = conversation[:k], conversation[: k + 1]
