@@ -2,15 +2,9 @@
 server for the retry and error paths a healthy server never shows."""
 
 import asyncio
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
-import httpx
 import pytest
 import torch
 from fastapi import FastAPI, Request
@@ -39,73 +33,7 @@ VALID_BODY = {
 
 # --- the real server ---------------------------------------------------------------------------------------
 
-
-class VLLMServer:
-    def __init__(self, model_path: Path, log_path: Path, startup_timeout: float = 180.0):
-        self.log_path = log_path
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.base_url = f"http://127.0.0.1:{port}"
-        # fmt: off
-        cmd = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_path),
-            "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--max-model-len", "4096",
-            "--enforce-eager", "--gpu-memory-utilization", "0.05", "--seed", "0",
-        ]
-        # fmt: on
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        self._log = open(log_path, "wb")  # noqa: SIM115 - lives as long as the server
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        try:
-            self._wait_ready(startup_timeout)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"vLLM server exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        pytest.fail(f"vLLM server not ready after {timeout:.0f} s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def run(self, coro):
-        """Run a coroutine; on failure print the server log tail (pytest shows it with the failure)."""
-        try:
-            return asyncio.run(coro)
-        except BaseException:
-            print(f"--- vLLM server log tail ({self.log_path}) ---\n{self.log_tail()}")
-            raise
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-        self._log.close()
-
-
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    pytest.importorskip("vllm")
-    server = VLLMServer(tiny_model_path(), tmp_path_factory.mktemp("vllm") / "server.log")
-    yield server
-    server.stop()
+# ``vllm_server``: vLLM's OpenAI server on the tiny model, one per test session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
