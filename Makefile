@@ -13,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench docs clean
 
 install: $(STAMP)
 
@@ -48,5 +48,9 @@ test: lint
 bench: $(STAMP)
 	VLLM_LOGGING_LEVEL=WARNING $(BIN)/pytest benchmarks -q -s -p no:logging --benchmark-columns=min,median,max
 
+# the documentation site (mkdocs.yml) into site/; --strict: a broken link or API reference fails
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .benchmarks site

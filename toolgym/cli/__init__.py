@@ -2,10 +2,11 @@
 
 ``toolgym list``    every registered env (built-in and plugins) and tool
 ``toolgym play ID`` play an episode yourself in the terminal
-``toolgym serve S`` run a service (retriever, rewards)
+``toolgym serve S`` run a service (retriever, rewards, openenv)
 ``toolgym rollout`` batched multi-turn rollouts with a model (in-process vLLM or a server), to JSONL
 ``toolgym eval``    pass@1 / pass@k of a model on an env's evaluation split
-``toolgym export``  training data for a trainer: ``toolgym export verl`` writes Parquet verl loads as is
+``toolgym export``  training data for a trainer: ``toolgym export verl`` writes Parquet verl loads as is;
+                    ``toolgym export openenv`` an OpenEnv environment directory
 ``toolgym train``   GRPO/PPO with verl, or GRPO with TRL (``--trainer trl``), from one YAML (``--dry-run``)
 ``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
 ``toolgym check``   the env check kit: is an env fit for RL training (a table per env; exit 1 on a failure)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from toolgym.cli.argtypes import positive_int
+from toolgym.core.kwargs import positive_int
 from toolgym.core.table import format_table
 
 

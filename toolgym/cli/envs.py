@@ -9,8 +9,7 @@ from typing import TextIO
 
 import gymnasium as gym
 
-from toolgym.cli.argtypes import positive_int
-from toolgym.core.kwargs import parse_kwargs
+from toolgym.core.kwargs import parse_kwargs, positive_int
 from toolgym.core.table import format_table
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from toolgym.cli.argtypes import positive_int
-from toolgym.core.kwargs import parse_kwargs
+from toolgym.core.kwargs import parse_kwargs, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    export = sub.add_parser("export", help="training data for a trainer (`toolgym export verl --help`)")
+    export = sub.add_parser(
+        "export",
+        help="training data for a trainer, or an OpenEnv package (`toolgym export verl|openenv --help`)",
+    )
     targets = export.add_subparsers(dest="target", metavar="TRAINER", required=True)
     verl = targets.add_parser("verl", help="Parquet rows for verl's RLHFDataset and toolgym's agent loop")
     verl.add_argument(
@@ -37,6 +39,48 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="report the prompts' lengths in this model's tokens (set max_prompt_length)",
     )
     verl.set_defaults(func=cmd_export_verl)
+
+    openenv = targets.add_parser(
+        "openenv", help="an OpenEnv environment directory (openenv.yaml, server/app.py, server/Dockerfile)"
+    )
+    openenv.add_argument("--env", required=True, metavar="ID", help="env id, e.g. toolgym/Calculator-v0")
+    openenv.add_argument(
+        "-k",
+        "--env-kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="gym.make kwarg (repeatable)",
+    )
+    openenv.add_argument("--out", required=True, metavar="DIR", help="the environment directory to write")
+    openenv.add_argument(
+        "--max-sessions", type=positive_int, default=256, help="concurrent sessions (default 256)"
+    )
+    openenv.add_argument("--name", default=None, help="package and Space name (default from the env id)")
+    openenv.add_argument(
+        "--toolgym-requirement",
+        default=None,
+        metavar="SPEC",
+        help="the toolgym dependency line (default toolgym[openenv]>=this version), e.g. a git URL",
+    )
+    openenv.set_defaults(func=cmd_export_openenv)
+
+
+def cmd_export_openenv(args: argparse.Namespace) -> int:
+    from toolgym.server.openenv_export import write_openenv_package
+
+    files = write_openenv_package(
+        args.env,
+        args.out,
+        env_kwargs=parse_kwargs(args.env_kwarg),
+        max_sessions=args.max_sessions,
+        name=args.name,
+        toolgym_requirement=args.toolgym_requirement,
+    )
+    names = ", ".join(sorted(str(f.relative_to(args.out)) for f in files))
+    print(f"wrote {len(files)} files to {args.out}: {names}")
+    print(f"next: cd {args.out} && uv lock && openenv validate && openenv build (or openenv push)")
+    return 0
 
 
 def cmd_export_verl(args: argparse.Namespace) -> int:

@@ -10,8 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from toolgym.cli.argtypes import positive_int
-from toolgym.core.kwargs import parse_kwargs
+from toolgym.core.kwargs import parse_kwargs, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +29,20 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", default=None, help="model path or HF id, or 'tiny' (the embedded offline model)"
     )
-    p.add_argument("--server", default=None, help="URL of a running OpenAI-compatible server (vLLM, SGLang)")
+    p.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="URL of an OpenAI-compatible server (vLLM, SGLang); repeat to spread episodes over several",
+    )
+    p.add_argument(
+        "--ray",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="N vLLM engines in Ray actors (the cluster at RAY_ADDRESS, else a local Ray), episodes spread",
+    )
     p.add_argument(
         "--backend", default="vllm", choices=["vllm", "hf"], help="in-process engine (default vllm)"
     )
@@ -148,7 +160,11 @@ def _run_with_client(args: argparse.Namespace, work: Callable[[Any, Any], Awaita
     async def run() -> Any:
         client, renderer = _client_and_renderer(args)
         try:
-            return await work(client, renderer)
+            result = await work(client, renderer)
+            spread = getattr(client, "episodes_per_engine", None)  # several engines (MultiClient)
+            if spread is not None:
+                print(f"episodes per engine: {', '.join(map(str, spread))}", file=sys.stderr)
+            return result
         finally:
             await client.close()
 
@@ -165,7 +181,13 @@ def _client_and_renderer(args: argparse.Namespace):
     renderer = make_renderer(args.model)
     engine = {"max_model_len": args.max_model_len} if not args.server and args.backend == "vllm" else {}
     client = make_client(
-        args.model, server=args.server, backend=args.backend, device=args.device, dtype=args.dtype, **engine
+        args.model,
+        server=args.server,
+        backend=args.backend,
+        device=args.device,
+        dtype=args.dtype,
+        ray_actors=args.ray,
+        **engine,
     )
     return client, renderer
 

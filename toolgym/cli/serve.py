@@ -8,6 +8,9 @@ import argparse
 SERVICES = {
     "retriever": "toolgym.server.retriever",
     "rewards": "toolgym.server.rewards",
+    "tools": "toolgym.server.tools",
+    "openenv": "toolgym.server.openenv",
+    "agent": "toolgym.server.agent",
 }
 
 

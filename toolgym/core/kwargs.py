@@ -1,11 +1,13 @@
-"""``KEY=VALUE`` pairs from a command line into keyword arguments (values read as JSON when they parse).
+"""Command-line values shared by every launcher: ``KEY=VALUE`` kwargs (read as JSON when they parse) and
+counts that must be >= 1.
 
-Several layers take env kwargs as text (every CLI command, the server launchers, trainer configs), so the one
-parser lives here, low in the stack.
+Several layers parse them (every CLI command, the server launchers, trainer configs), so the one
+implementation lives here, low in the stack.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -26,3 +28,15 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             kwargs[key] = value
     return kwargs
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (counts: episodes, samples, tasks, tokens, sessions, concurrency), so a
+    bad count fails at parse time, before an engine or a server starts."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
