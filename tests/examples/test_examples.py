@@ -100,3 +100,30 @@ def test_every_example_is_indexed(index):
     )
     missing = [name for name in examples if name not in text]
     assert not missing, f"{index} does not mention {missing}"
+
+
+def _oracle_rewards_are_1(out: str, episodes: int) -> bool:
+    lines = [line for line in out.splitlines() if "reward=" in line]
+    return len(lines) == episodes and all("reward=1.0" in line and "'passed': 1.0" in line for line in lines)
+
+
+def test_the_skyrl_example_scores_the_oracle_1():
+    """Each env's oracle, played through SkyRL-Gym's make/init/step."""
+    out = run_example("skyrl_env.py", "--n", "2", "--action-format", "hermes")
+    assert _oracle_rewards_are_1(out, 2), out
+
+
+def test_the_verifiers_example_scores_the_oracle_1():
+    """verifiers plays the env's oracle behind the OpenAI API, through its own rollout and rubric."""
+    out = run_example("verifiers_env.py", "--n", "2")
+    assert _oracle_rewards_are_1(out, 2), out
+
+
+def test_the_openenv_example_plays_an_episode_to_reward_one(capsys):
+    """Our server for an env, an episode played with OpenEnv's generic client (in process)."""
+    import runpy
+
+    main = runpy.run_path(str(EXAMPLES / "openenv_client.py"), run_name="example")["main"]
+    assert main(["--env", "toolgym/Calculator-v0", "--seed", "2"]) == 1.0
+    out = capsys.readouterr().out
+    assert "[task calculator-" in out and "reward 1.0 (passed: True)" in out
