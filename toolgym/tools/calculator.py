@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import threading
 import time
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -47,6 +48,11 @@ class CalculatorError(ValueError):
 
 
 _NORMALIZE = str.maketrans({"×": "*", "÷": "/", "−": "-", "–": "-"})
+# CPython 3.11's ast.parse keeps its recursion-depth bookkeeping in shared state: two threads parsing at once
+# can fail a valid expression with "SystemError: AST constructor recursion depth mismatch" (seen in the
+# tool server's load test). Calculator calls run in many threads, so parsing takes turns;
+# an expression parses in microseconds.
+_AST_PARSE_LOCK = threading.Lock()
 _THOUSANDS = re.compile(r"\d,\d{3}(?!\d)")
 # A number literal glued to a letter (``1if``, ``0x1f``, ``1j``, ``2pi``). Rejected before ``ast.parse``,
 # which would otherwise emit a SyntaxWarning (global warnings state) or accept non-decimal literals.
@@ -183,7 +189,8 @@ class Calculator(Tool):
                 "numbers, with an explicit * for multiplication"
             )
         try:
-            tree = ast.parse(text, mode="eval")
+            with _AST_PARSE_LOCK:
+                tree = ast.parse(text, mode="eval")
         except (SyntaxError, ValueError, MemoryError, RecursionError, Warning) as exc:
             raise CalculatorError(self._syntax_message(text, exc)) from None
         self._check_shape(tree.body)
