@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ("toolgym.parsers", "toolgym.tools", "toolgym.rewards", "toolgym.search"),
     ),
     # ToolEnv and make_env wire a parser, tools and a verifier together: they sit above them
-    ("envs", ("toolgym.core.env", "toolgym.core.compose", "toolgym.envs", "=toolgym")),
+    ("envs", ("toolgym.envs", "=toolgym")),
     ("rollout", ("toolgym.rollout",)),
     ("trainers, server, testing", ("toolgym.trainers", "toolgym.server", "toolgym.testing")),
     ("cli", ("toolgym.cli",)),
@@ -107,7 +107,8 @@ def test_nothing_below_the_cli_imports_it():
     ("module", "layer"),
     [
         ("toolgym.core.types", "contracts"),
-        ("toolgym.core.env", "envs"),
+        ("toolgym.envs.base", "envs"),
+        ("toolgym.core.task", "contracts"),
         ("toolgym.envs.calculator", "envs"),
         ("toolgym.rollout.episode", "rollout"),
         ("toolgym.cli.demo", "cli"),

@@ -49,7 +49,8 @@ def test_site_builds_strict(tmp_path):
         assert (site / "envs" / page / "index.html").is_file(), page
     # mkdocstrings rendered the API from the docstrings (a heading per documented object)
     core = (site / "api" / "core" / "index.html").read_text()
-    assert 'id="toolgym.core.env.ToolEnv.step"' in core and 'id="toolgym.core.types.Trajectory"' in core
+    envs = (site / "api" / "envs" / "index.html").read_text()
+    assert 'id="toolgym.envs.base.ToolEnv.step"' in envs and 'id="toolgym.core.types.Trajectory"' in core
 
 
 def small_site(tmp_path: Path, page: str, nav: list[str] | None = None) -> Path:

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.registry import register_env
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.core.types import ToolCall
+from toolgym.envs.base import ToolEnv
 from toolgym.envs.calculator_tasks import generate_calculator_task
 from toolgym.rewards.numeric import NumericVerifier
 from toolgym.tools.calculator import Calculator

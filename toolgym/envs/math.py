@@ -14,10 +14,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.registry import register_env
 from toolgym.core.task import ProceduralSource, Task, TaskSource
 from toolgym.core.types import ToolCall
+from toolgym.envs.base import ToolEnv
 from toolgym.envs.math_tasks import generate_math_task, math_file_source
 from toolgym.rewards.math import DEFAULT_TIMEOUT, MathVerifier
 from toolgym.tools.base import make_tool

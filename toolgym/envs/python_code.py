@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.registry import register_env
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall
+from toolgym.envs.base import ToolEnv
 from toolgym.envs.code_tasks import code_tasks
 from toolgym.rewards.code import CodeTestsVerifier, Reward
 from toolgym.rewards.code_runner import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT

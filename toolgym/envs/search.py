@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.registry import register_env
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall
+from toolgym.envs.base import ToolEnv
 from toolgym.rewards.qa import QAVerifier
 from toolgym.search.base import Retriever
 from toolgym.search.qa_files import qa_source

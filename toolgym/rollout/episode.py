@@ -27,8 +27,8 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.types import Trajectory
+from toolgym.envs.base import ToolEnv
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient, Sampling
 from toolgym.rollout.clients.errors import ClientError

@@ -34,7 +34,7 @@ from fastapi import FastAPI, HTTPException, Query
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel
 
-from toolgym.core.env import clip_middle
+from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolCall, ToolResult
 from toolgym.parsers import make_parser
 from toolgym.server.admission import Admission

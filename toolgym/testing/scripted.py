@@ -17,10 +17,10 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.registry import ENVS
 from toolgym.core.task import Task
 from toolgym.core.types import ToolCall, Verdict
+from toolgym.envs.base import ToolEnv
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import gymnasium as gym
 import pytest
 
-from toolgym.core.compose import make_env
+from toolgym.envs.compose import make_env
 from toolgym.rollout import EnvRequest
 from toolgym.rollout.clients.errors import ClientError
 from toolgym.testing.scripted import ScriptedClient, oracle_policy

@@ -7,8 +7,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.types import ToolCall
+from toolgym.envs.base import ToolEnv
 from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     Findings,

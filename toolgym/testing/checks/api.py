@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
+from toolgym.envs.base import ToolEnv
 from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     Findings,

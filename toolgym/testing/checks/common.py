@@ -11,8 +11,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.types import Verdict
+from toolgym.envs.base import ToolEnv
 from toolgym.testing.check import CheckResult, Context
 
 PLANTED = "planted by toolgym check"

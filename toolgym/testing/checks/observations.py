@@ -12,8 +12,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.types import ToolCall, ToolResult
+from toolgym.envs.base import ToolEnv
 from toolgym.parsers.base import ERROR_MARKER
 from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (

@@ -6,8 +6,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.types import ToolCall, Verdict
+from toolgym.envs.base import ToolEnv
 from toolgym.rewards.base import Verifier
 from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (

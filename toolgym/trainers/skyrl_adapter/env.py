@@ -28,7 +28,7 @@ import gymnasium as gym
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from toolgym.core.env import ToolEnv
+from toolgym.envs.base import ToolEnv
 from toolgym.rollout.pool import EnvPool, EpisodeKey
 from toolgym.trainers.skyrl_adapter.data import KEY_COLUMN
 

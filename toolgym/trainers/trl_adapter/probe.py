@@ -25,9 +25,9 @@ from typing import Any
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Verdict
+from toolgym.envs.base import ToolEnv
 from toolgym.parsers.base import ActionParser
 from toolgym.rewards.base import Verifier
 from toolgym.tools.base import Tool

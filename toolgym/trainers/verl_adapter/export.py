@@ -32,8 +32,8 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.task import ListSource, Task
+from toolgym.envs.base import ToolEnv
 from toolgym.rollout.pool import EnvRequest, EpisodeKey, draw_task
 from toolgym.trainers.verl_adapter import AGENT_NAME
 

@@ -265,4 +265,4 @@ def _make_parser(
     return make_parser(action_format, tools, max_action_chars=max_action_chars, **options)
 
 
-__all__ = ["ToolEnv", "clip_middle"]
+__all__ = ["ToolEnv"]
