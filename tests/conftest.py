@@ -6,15 +6,93 @@ it share one loop (``engine.run(coro)``), created here.
 
 ``vllm_server`` is vLLM's OpenAI-compatible server on the tiny model, in a subprocess (30-50 s to start on
 two cores), shared the same way by the HTTP client tests and the server example.
+
+In a core-only run (``TOOLGYM_CORE_ONLY=1``: ``make test-core``, the core suite on another Python with no
+extras installed) a test or test file that fails because an optional extra's module is missing is reported as
+skipped, naming the extra. Everywhere else a missing module is a failure: the full suite never skips for it.
 """
 
 import asyncio
+import os
+import re
 
 import pytest
 
 from toolgym.rollout.models import make_client, make_renderer
 from toolgym.testing import tiny_model_path
 from toolgym.testing.vllm_server import VLLMServer
+
+CORE_ONLY = os.environ.get("TOOLGYM_CORE_ONLY") == "1"
+#: top-level module -> what installs it (a pyproject extra, or verl/openrlhf, which `make install` adds)
+EXTRA_OF_MODULE = {
+    "datasets": "datasets",
+    "reasoning_gym": "reasoning-gym",
+    "rank_bm25": "dev",
+    "aiohttp": "dev",
+    "pytest_benchmark": "dev",
+    "vllm": "cpu",
+    "torch": "cpu",
+    "verl": "verl",
+    "hydra": "verl",
+    "ray": "ray",
+    "trl": "trl",
+    "openrlhf": "openrlhf",
+    "mkdocs": "docs",
+    "openenv": "openenv",
+    "skyrl_gym": "skyrl",
+    "verifiers": "verifiers",
+    "e2b_code_interpreter": "e2b",
+}
+
+
+def missing_extra(exc: BaseException | None) -> str | None:
+    """The extra whose missing module caused ``exc`` (anywhere in its chain), if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            extra = EXTRA_OF_MODULE.get(exc.name.split(".")[0])
+            if extra:
+                return extra
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def skip_reason(extra: str) -> str:
+    return f"needs the '{extra}' extra, not installed in this core-only run (pip install 'toolgym[{extra}]')"
+
+
+def _skip_for_missing_extra():
+    try:
+        return (yield)
+    except Exception as exc:
+        extra = missing_extra(exc) if CORE_ONLY else None
+        if extra is None:
+            raise
+        pytest.skip(skip_reason(extra))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _skip_for_missing_extra())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _skip_for_missing_extra())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A test file that imports a missing extra at module level is skipped as a whole (core-only runs)."""
+    report = yield
+    if CORE_ONLY and report.failed:
+        found = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", str(report.longrepr))
+        extra = found and EXTRA_OF_MODULE.get(found.group(1).split(".")[0])
+        if extra:
+            location = (str(collector.path), None, f"Skipped: {skip_reason(extra)}")
+            return pytest.CollectReport(report.nodeid, "skipped", location, [])
+    return report
 
 
 class Engine:

@@ -1,0 +1,130 @@
+"""The install (scripts/install.py, which `make` runs): pinned by the lock, torch from PyTorch's CPU index.
+
+The dry runs print the pip commands without running them, so these tests see what a fresh machine would do:
+one with pip's configuration removed (a user's machine: PyPI plus PyTorch's CPU index), one whose pip names a
+local wheel directory holding the torch wheel (this image), and one pointed at a mirror.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import distributions
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "install.py"
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("toolgym_install_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+install = load_script()
+
+
+def dry_run(tmp_path: Path, *args: str, pip_conf: str | None = None, **env_vars: str) -> list[list[str]]:
+    """The pip commands of a dry run, with pip configured only by ``pip_conf`` (none: no configuration)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "TORCH_INDEX_URL"}
+    config = tmp_path / "pip.conf"
+    if pip_conf is None:
+        env["PIP_CONFIG_FILE"] = os.devnull  # pip reads no configuration file at all
+    else:
+        config.write_text(pip_conf)
+        env["PIP_CONFIG_FILE"] = str(config)
+    env.update(env_vars)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    return [shlex.split(line[2:]) for line in out.stdout.splitlines() if line.startswith("+ ")]
+
+
+def torch_step(steps: list[list[str]]) -> list[str]:
+    [step] = [s for s in steps if any(arg.startswith("torch==") for arg in s)]
+    return step
+
+
+def wheel_tag() -> str:
+    return f"cp{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def test_without_pip_configuration_torch_comes_from_pytorchs_cpu_index(tmp_path):
+    steps = dry_run(tmp_path)
+    step = torch_step(steps)
+    assert step[step.index("--extra-index-url") + 1] == PYTORCH_CPU_INDEX
+    assert f"torch=={install.read_lock()['torch']}" in step and install.read_lock()["torch"].endswith("+cpu")
+    # only the torch step names that index; every pip install step is constrained by the lock
+    assert sum("--extra-index-url" in s for s in steps) == 1
+    for s in steps:
+        if s[2:4] == ["pip", "install"]:
+            assert s[s.index("-c") + 1] == str(ROOT / "requirements.lock"), s
+
+
+def test_a_local_wheel_directory_holding_the_wheel_is_used_without_the_index(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    version = install.read_lock()["torch"]
+    name = f"torch-{version}-{wheel_tag()}-{wheel_tag()}-manylinux_2_28_{platform.machine()}.whl"
+    (wheels / name).write_bytes(b"")
+    step = torch_step(dry_run(tmp_path, pip_conf=f"[global]\nfind-links = {wheels}\n"))
+    assert "--extra-index-url" not in step
+    # a wheel for another interpreter does not count
+    (wheels / name).rename(wheels / name.replace(wheel_tag(), "cp39"))
+    step = torch_step(dry_run(tmp_path, pip_conf=f"[global]\nfind-links = {wheels}\n"))
+    assert step[step.index("--extra-index-url") + 1] == PYTORCH_CPU_INDEX
+
+
+def test_torch_index_url_points_the_install_at_a_mirror(tmp_path):
+    step = torch_step(dry_run(tmp_path, TORCH_INDEX_URL="https://mirror.example/torch-cpu"))
+    assert step[step.index("--extra-index-url") + 1] == "https://mirror.example/torch-cpu"
+
+
+def test_the_core_profile_installs_no_extra_and_no_torch(tmp_path):
+    steps = dry_run(tmp_path, "--profile", "core")
+    assert not any(arg.startswith("torch") for s in steps for arg in s)
+    assert steps[-1][-1] == f"{ROOT}[test]"
+
+
+def test_an_index_that_does_not_answer_fails_at_once_naming_the_variable(monkeypatch):
+    monkeypatch.setattr(install, "pip_config_find_links", lambda python: [])
+    with pytest.raises(install.InstallError, match="TORCH_INDEX_URL"):
+        install.torch_source(sys.executable, "2.13.0+cpu", "http://127.0.0.1:9/simple", probe=True)
+
+
+def test_the_lock_pins_what_is_installed_here():
+    """`make install` installed from the lock: every package in this environment has the locked version."""
+    pins = install.read_lock()
+    ours = {"toolgym", "toolgym-letters"}
+    installed = {install.normalize(d.metadata["Name"]): d.version for d in distributions()}
+    unpinned = sorted(set(installed) - set(pins) - ours)
+    assert unpinned == []
+    wrong = {name: (v, pins[name]) for name, v in installed.items() if name in pins and v != pins[name]}
+    assert wrong == {}
+
+
+def test_every_dependency_named_in_pyproject_is_locked():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    locked_extras = {"dev", "test", "cpu", "verl", "trl", "ray", "docs", "openenv", "skyrl", "verifiers"}
+    requirements = list(project["dependencies"])
+    for extra in locked_extras:
+        requirements += project["optional-dependencies"][extra]
+    names = {install.normalize(Requirement(r).name) for r in requirements}
+    pins = install.read_lock()
+    assert sorted(names - set(pins) - {"toolgym"}) == []
