@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
 from toolgym.core.errors import unknown_name
+from toolgym.core.text import MAX_JSON_DEPTH, json_too_deep
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult
 from toolgym.tools.base import Tool
 
@@ -107,6 +108,8 @@ def to_json(value: Any) -> str:
 
 def load_json(text: str, what: str) -> Any:
     """``json.loads`` whose failures become ``InvalidAction`` naming ``what`` and the decoder's message."""
+    if json_too_deep(text):
+        raise InvalidAction(f"{what} is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from toolgym.core.text import MAX_JSON_DEPTH, json_too_deep
 from toolgym.core.types import ParsedAction, ToolCall
 from toolgym.parsers.base import ActionParser, InvalidAction, register_parser, to_json
 
@@ -99,6 +100,8 @@ class _Scan:
         self.error: json.JSONDecodeError | None = None
 
     def values(self) -> Iterator[Any]:
+        if json_too_deep(self.text):
+            raise InvalidAction(f"the JSON is nested too deeply (more than {MAX_JSON_DEPTH} levels)")
         pos, failures = 0, 0
         while (match := _CANDIDATE.search(self.text, pos)) is not None and failures < MAX_FAILED_DECODES:
             start = match.start()

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from toolgym.core.errors import unknown_name
+from toolgym.core.text import json_too_deep
 from toolgym.core.types import ToolCall, ToolResult
 
 
@@ -127,7 +128,7 @@ class Tool(ABC):
 
     def _from_text(self, text: str) -> dict[str, Any]:
         stripped = text.strip()
-        if stripped.startswith("{"):
+        if stripped.startswith("{") and not json_too_deep(stripped):
             try:
                 parsed = json.loads(stripped)
             except (json.JSONDecodeError, RecursionError):  # deeply nested JSON must not crash the tool
