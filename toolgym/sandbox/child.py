@@ -1,4 +1,4 @@
-"""The life of a forked child, from fork to exit: isolate itself, become a fresh ``python -I -c``, run code.
+"""The life of a forked child, from fork to exit: isolate itself, become a fresh ``python -c``, run code.
 
 ``child_main`` is what the fork server's ``os.fork()`` leads to: it sets up the child's descriptors, applies
 the isolation layers (:mod:`toolgym.sandbox.child_setup`), and then runs the program or the session loop.
@@ -57,6 +57,7 @@ def child_env(cwd: str) -> dict[str, str]:
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",  # as the fork server's own (client.SERVER_ENV): python subprocesses hash alike
     }
 
 
@@ -97,7 +98,7 @@ def prepare_server_interpreter(default_cwd: str) -> None:
 
 
 def prepare_interpreter(cwd: str, files: dict | None) -> None:
-    """In the child: make this forked process look like a fresh ``python -I -c`` started in ``cwd``."""
+    """In the child: make this forked process look like a fresh ``python -s -P -c`` started in ``cwd``."""
     if os.environ.get("HOME") != cwd:  # a per-run host tmp dir (no private tmpfs)
         os.environ.update(HOME=cwd, TMPDIR=cwd)
     os.chdir(cwd)

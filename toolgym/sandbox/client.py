@@ -1,9 +1,9 @@
 """The parent's handle on one fork server process: start it, send requests, notice when it dies.
 
-The server is started as ``python -I -c BOOTSTRAP`` with an empty environment and ``cwd=/``, in a new session
-(no controlling terminal). The bootstrap registers bare ``toolgym``/``toolgym.sandbox`` package stubs so the
-server imports only the few light modules it needs (no pydantic, no env registry), whatever the state of the
-rest of the package.
+The server is started as ``python -s -P -c BOOTSTRAP`` with only ``SERVER_ENV`` and ``cwd=/``, in a new
+session (no controlling terminal). The bootstrap registers bare ``toolgym``/``toolgym.sandbox`` package stubs
+so the server imports only the few light modules it needs (no pydantic, no env registry), whatever the state
+of the rest of the package.
 """
 
 from __future__ import annotations
@@ -33,8 +33,12 @@ serve(fd)
 """
 
 # The server's whole environment: thread caps keep numpy/OpenBLAS from starting threads (the server must stay
-# single-threaded to fork and unshare safely); nothing else is inherited from the host.
+# single-threaded to fork and unshare safely); nothing else is inherited from the host. PYTHONHASHSEED=0:
+# every child is forked from the server and shares its string hashes, so the same program prints a set in the
+# same order in every process and on every machine (a seed and a sequence of actions name one episode).
+# The interpreter flags are ``-I`` less ``-E`` (``-s -P``), so that this variable, ours alone, is read.
 SERVER_ENV = {
+    "PYTHONHASHSEED": "0",
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
     "OPENBLAS_NUM_THREADS": "1",
@@ -67,7 +71,7 @@ class ServerHandle:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", BOOTSTRAP, _PKG_ROOT, str(child.fileno())],
+                [sys.executable, "-s", "-P", "-c", BOOTSTRAP, _PKG_ROOT, str(child.fileno())],
                 env=SERVER_ENV,
                 cwd="/",
                 stdin=subprocess.DEVNULL,

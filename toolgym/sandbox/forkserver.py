@@ -1,11 +1,11 @@
 """The warm fork server: one single-threaded process per worker that forks one isolated child per run.
 
 Why a fork server: starting ``python`` costs ~20 ms and importing numpy another 50-100 ms; forking a process
-that already did both costs a fraction of a millisecond. The server is started with ``python -I`` and an
-empty environment, sets up the server-wide layers once (user namespace, read-only root), preloads modules,
-and then loops: receive a request, fork a child into fresh namespaces, watch it (wall clock, output caps),
-SIGKILL its pid namespace when needed, reap it, reply. The server stays single-threaded because forking a
-threaded process is unsafe and ``unshare`` refuses threaded callers.
+that already did both costs a fraction of a millisecond. The server is started with ``python -s -P`` and an
+environment of its own, sets up the server-wide layers once (user namespace, read-only root), preloads
+modules, and then loops: receive a request, fork a child into fresh namespaces, watch it (wall clock, output
+caps), SIGKILL its pid namespace when needed, reap it, reply. The server stays single-threaded because forking
+a threaded process is unsafe and ``unshare`` refuses threaded callers.
 
 Runs are enforced here, not in the (possibly busy) training process. Session children are forked here too,
 but their control channel, output pipes and a pidfd are handed to the parent, which drives them directly.

@@ -37,9 +37,10 @@ Layers (each detected by actually performing it once at fork-server start, and r
 
 Always on, whatever the machine allows: a memory watchdog (the fork server kills a run whose processes
 together hold more than ``memory_bytes``, checked every 0.1 s; RLIMIT_AS alone bounds each process, not
-the run), a scrubbed environment (nothing inherited from the host), ``-I`` interpreter flags (no user
-site, no ``PYTHON*`` variables, no cwd on ``sys.path``), the wall-clock timeout enforced from outside,
-capped output capture, and closing every inherited file descriptor.
+the run), a scrubbed environment (nothing inherited from the host), isolated interpreter flags (``-s -P``:
+no user site, no cwd on ``sys.path``; the only ``PYTHON*`` variable is ours, ``PYTHONHASHSEED=0``), the
+wall-clock timeout enforced from outside, capped output capture, and closing every inherited file
+descriptor.
 
 This module is the fork server's side, once per server: ``prepare_server`` establishes the server-wide
 layers and detects the per-child ones by performing them in a throwaway child (``probe_child_layers``); the
