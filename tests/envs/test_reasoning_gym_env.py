@@ -66,6 +66,16 @@ def test_a_task_that_cannot_be_rebuilt_is_a_verifier_error():
     assert verdict.error is not None and "cannot rebuild" in verdict.error
 
 
+def test_a_task_rebuilt_with_another_question_is_a_verifier_error():
+    """ransom_note draws letters from a set, so under another PYTHONHASHSEED (another rollout worker) its seed
+    gives another question: scoring against this process's gold would be a silently wrong reward."""
+    task = make_task("ransom_note", 0)
+    assert ReasoningGymVerifier().verify(task, task.answer).reward == 1.0
+    from_another_process = task.model_copy(update={"prompt": task.prompt.replace("Ransom note:", "Note:")})
+    verdict = ReasoningGymVerifier().verify(from_another_process, task.answer)
+    assert verdict.reward == 0.0 and "PYTHONHASHSEED" in verdict.error
+
+
 def test_config_is_passed_to_the_dataset():
     env = gym.make(ENV_ID, dataset="chain_sum", config={"min_terms": 5, "max_terms": 5})
     prompt, _ = env.reset(seed=0)

@@ -11,9 +11,14 @@ Scoring: ``score_answer(answer, entry)`` is the reward (reasoning-gym gives part
 ``passed`` means a full 1.0. Many ``score_answer`` implementations parse the answer with ``int()`` and raise
 on a malformed one: that is a wrong answer (reward 0, the exception in ``details``), not a verifier failure.
 What *is* a verifier failure (``Verdict.error``) is a task whose own gold answer does not score 1.0, or an
-entry that cannot be rebuilt: then the reward says nothing about the policy. Datasets without a single gold
-answer (``entry["answer"] is None``: puzzles that accept any valid solution) are scored by ``score_answer``
-alone and have no oracle.
+entry that cannot be rebuilt, or that is rebuilt with another question: then the reward says nothing about the
+policy. The last happens across processes: a few datasets (``isomorphic_strings``, ``knight_swap``,
+``list_functions``, ``polynomial_multiplication``, ``ransom_note`` in reasoning-gym 0.1.25) draw from sets of
+strings or build sympy expressions in hash order, so the same seed gives another task under another
+``PYTHONHASHSEED``; scoring a rollout's task against that task's gold would be a silently wrong reward.
+
+Datasets without a single gold answer (``entry["answer"] is None``: puzzles that accept any valid solution)
+are scored by ``score_answer`` alone and have no oracle.
 """
 
 from __future__ import annotations
@@ -24,11 +29,11 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from toolgym.core.env import ToolEnv
 from toolgym.core.errors import unknown_name
 from toolgym.core.registry import register_env
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.core.types import ToolCall, Trajectory, Verdict
+from toolgym.envs.base import ToolEnv
 from toolgym.rewards.base import Verifier
 from toolgym.tools.base import make_tool
 from toolgym.tools.calculator import Calculator, CalculatorError
@@ -110,6 +115,11 @@ class ReasoningGymVerifier(Verifier):
             dataset, entry, problem = entry_for(task)
         except (KeyError, TypeError, ValueError) as exc:
             return Verdict(reward=0.0, passed=False, error=f"reasoning_gym: cannot rebuild the task: {exc}")
+        if problem is None and str(entry["question"]) != task.prompt:
+            problem = (
+                "the task rebuilt from its seed is not the one asked: this dataset's generator depends on "
+                "Python's string hashing, so give every process the same PYTHONHASHSEED"
+            )
         if problem is not None:
             return Verdict(reward=0.0, passed=False, error=f"reasoning_gym/{task.data['dataset']}: {problem}")
         details: dict[str, Any] = {"dataset": task.data["dataset"], "gold": entry.get("answer")}

@@ -9,6 +9,12 @@ Documents are ``{"id", "contents"}`` rows whose first ``contents`` line is the t
 of two or more characters and English stop words are dropped (bm25s' tokenizer), the same way for the corpus
 and for queries. Documents that share no word with the query are not hits (rather than arbitrary zero-score
 documents), so a query with no indexed word has none.
+
+Ranking is the same on every machine, because a seed must name one episode and search results are part of
+it. bm25s' own top-k (``np.argpartition`` then an unstable ``argsort``, or ``jax.lax.top_k`` where jax is
+installed) returns tied documents in an order that depends on the CPU's sort kernels and library versions, so
+``retrieve`` scores and selects itself (``_scores``, ``_top``): higher score first, then lower document index
+(the corpus order).
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import bm25s
+import numpy as np
 
 from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
 
 _META = "toolgym_index.json"
 _FORMAT = "toolgym-bm25/1"
+#: ranking rounds scores to this many decimals: documents within float noise of each other tie (see ``_top``)
+SCORE_DECIMALS = 4
 
 
 class BM25Index:
@@ -112,19 +121,51 @@ class BM25Index:
             list(queries), stopwords=self.stopwords, return_ids=False, show_progress=False
         )
         vocab = self.model.vocab_dict
-        ids = [[vocab[t] for t in query if t in vocab] for query in tokens]
-        searchable = [i for i, query_ids in enumerate(ids) if query_ids]
-        if not searchable:
-            return results
-        found = self.model.retrieve([ids[i] for i in searchable], k=topk, show_progress=False, n_threads=0)
-        for i, rows, scores in zip(searchable, found.documents, found.scores, strict=True):
-            results[i] = [
-                Hit.from_document(self.corpus[int(row)], float(score))
-                for row, score in zip(rows, scores, strict=True)
-                if score > 0
-            ]
+        for i, query in enumerate(tokens):
+            token_ids = [vocab[t] for t in query if t in vocab]
+            if token_ids:
+                rows, scores = _top(self._scores(token_ids), topk)
+                results[i] = [
+                    Hit.from_document(self.corpus[int(row)], float(score))
+                    for row, score in zip(rows, scores, strict=True)
+                ]
         return results
+
+    def _scores(self, token_ids: list[int]) -> np.ndarray:
+        """Every document's BM25 score for the query: the sum of its precomputed per-word scores.
+
+        Computed here rather than by bm25s so that a score cannot depend on the order its terms are added in
+        (float addition is not associative): the float32 per-word scores are summed in float64 (exact for a
+        query's few terms of similar magnitude), in one canonical order (sorted word ids), in one thread.
+        """
+        data, indices, indptr = (self.model.scores[key] for key in ("data", "indices", "indptr"))
+        scores = np.zeros(len(self), dtype=np.float64)
+        for token_id in sorted(token_ids):  # a repeated query word counts again, as in bm25s
+            start, end = int(indptr[token_id]), int(indptr[token_id + 1])
+            np.add.at(scores, indices[start:end], data[start:end].astype(np.float64))
+        return scores
 
     def search(self, query: str, topk: int = 3) -> list[Hit]:
         """The best ``topk`` documents for one query."""
         return self.retrieve([query], topk)[0]
+
+
+def _top(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows and scores of the ``k`` best documents with a positive score: higher score first, then lower
+    row, on any machine.
+
+    Each candidate gets one integer key: its score in units of ``10**-SCORE_DECIMALS`` (so documents within
+    float noise of each other, such as a last-bit difference in another platform's ``log``, tie), then its row
+    reversed in the low bits. Keys are distinct, so the partition and the sort of the ``k`` best cannot order
+    anything differently on another CPU, and no sort of all documents is needed. The scores returned are the
+    rounded ones, which is what the order follows.
+    """
+    n = len(scores)
+    shift = n.bit_length()  # the low bits hold n - 1 - row (< 2**shift); a score fits the 63 - shift above
+    rows = np.flatnonzero(scores > 0)
+    ticks = np.rint(scores[rows] * 10**SCORE_DECIMALS).astype(np.int64)
+    keys = (ticks << shift) | (n - 1 - rows)
+    if len(keys) > k:
+        keys = np.partition(keys, len(keys) - k)[len(keys) - k :]
+    keys = np.sort(keys)[::-1]
+    return (n - 1) - (keys & ((1 << shift) - 1)), (keys >> shift) / 10**SCORE_DECIMALS

@@ -10,6 +10,11 @@ connection errors, timeouts, HTTP 429 and 5xx — with exponential backoff and j
 ``RetrieverError`` once the attempts are spent or at once for what will not pass (other 4xx, a malformed
 reply). The search tool turns that error into an ``infra_error`` observation; nothing here returns an empty
 result in place of a failure.
+
+Hits keep the server's order: the client cannot know the corpus order, so it neither re-ranks nor breaks
+ties. ``toolgym serve retriever`` ranks with ``BM25Index`` (equal scores in corpus order), so its replies are
+the same on every machine; a service that ranks ties by its own sort kernels (faiss over many threads, say)
+is only as reproducible as it is.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 ``{"result": [[...], ...]}``, one list per query: ``{"document": {"id", "contents"}, "score": s}`` items with
 ``return_scores``, bare documents without, exactly as Search-R1's ``retrieval_server.py``. So one process
 can serve a whole cluster of rollout workers, and Search-R1's own clients (and ``RemoteRetriever``) work
-against it unchanged. ``GET /health`` reports the number of documents.
+against it unchanged. ``GET /health`` reports the number of documents. The lists are ``BM25Index``'s: equal
+scores in corpus order, so a reply is the same on every machine.
 
 Documents come from a JSONL corpus (``--corpus``), a saved index (``--index``; build one with
 ``--save-index``) or a generated knowledge world (``--world SIZE``).
