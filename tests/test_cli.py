@@ -26,19 +26,28 @@ def test_console_script_is_installed():
         assert verb in out.stdout
 
 
-def test_every_command_is_in_the_help_and_the_readme_table():
+def test_every_command_is_in_the_help_the_readme_table_and_the_docs_table():
+    """README lists every command in short; docs/quickstart.md's table has each one's options (and every
+    service of ``toolgym serve``)."""
     import argparse
     from pathlib import Path
 
     from toolgym.cli import _build_parser
+    from toolgym.cli.serve import SERVICES
+
+    def section(page: str) -> str:
+        text = (Path(__file__).resolve().parents[1] / page).read_text()
+        return text.split("## Command line", 1)[1].split("\n## ", 1)[0]
 
     parser = _build_parser()
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    table = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    readme, docs = section("README.md"), section("docs/quickstart.md")
     for verb in sub.choices:
         assert f"``toolgym {verb}" in parser.description, verb
-        assert f"| `toolgym {verb}" in table, verb
+        assert f"| `toolgym {verb}" in readme, verb
+        assert f"| `toolgym {verb}" in docs, verb
+    for service in SERVICES:
+        assert f"| `toolgym serve {service}" in docs, service
 
 
 def test_list_shows_every_env_with_tools_and_source():

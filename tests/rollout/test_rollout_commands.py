@@ -1,6 +1,8 @@
 """``toolgym rollout`` and ``toolgym eval`` end to end, and the pass@k arithmetic."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -56,7 +58,13 @@ def test_evaluate_uses_the_fixed_eval_split_with_k_samples(engine, tmp_path):
     assert 0.0 <= report.pass_at_1 <= report.pass_at_k <= 1.0
 
 
+#: a vLLM log line at INFO level, from any of its processes: ``(EngineCore pid=1) INFO 11-25 09:47:48 [...``
+VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
+
+
 def test_rollout_command_writes_trajectories_and_a_summary(tmp_path):
+    """Also the front door: by default the engine logs at WARNING, so the run ends with the summary table
+    and no vLLM INFO line (start-up or ``[shutdown]``) is printed at all (``--verbose`` shows them)."""
     out = tmp_path / "r.jsonl"
     cmd = [
         sys.executable,
@@ -83,10 +91,17 @@ def test_rollout_command_writes_trajectories_and_a_summary(tmp_path):
         "--format",
         "hermes",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # the user's environment, not the test suite's; unbuffered, so stdout is in the order it was written
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "toolgym/Calculator-v0" in proc.stdout and "toolgym/Search-v0" in proc.stdout
     assert "8 trajectories appended" in proc.stdout
+    after_table = ("\n" + proc.stdout).split("\nenv ", 1)[1].splitlines()
+    assert after_table[0].split()[:3] == ["episodes", "reward", "success"], proc.stdout[-2000:]
+    assert not [ln for ln in after_table if VLLM_INFO.search(ln) or "[shutdown]" in ln], proc.stdout[-2000:]
+    assert after_table[-1] == "8 trajectories appended to " + str(out)
+    assert not VLLM_INFO.search(proc.stdout + proc.stderr), "vLLM INFO lines without --verbose"
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 8 and {row["env_id"] for row in lines} == {
         "toolgym/Calculator-v0",
@@ -94,6 +109,35 @@ def test_rollout_command_writes_trajectories_and_a_summary(tmp_path):
     }
     assert all(len(row["response_ids"]) == len(row["response_mask"]) <= 96 for row in lines)
     assert all(row["error"] is None for row in lines)
+
+
+def test_every_command_that_starts_an_engine_takes_verbose():
+    """``--verbose`` leaves vLLM's log level alone; without it, WARNING unless the user set a level."""
+    from toolgym.cli import _build_parser
+    from toolgym.server.agent import _build_parser as agent_parser
+
+    parser = _build_parser()
+    assert parser.parse_args(["rollout", "--env", "E", "--model", "tiny", "--verbose"]).verbose
+    assert not parser.parse_args(["eval", "--env", "E", "--model", "tiny"]).verbose
+    assert parser.parse_args(["eval", "--env", "E", "--model", "tiny", "--verbose"]).verbose
+    assert parser.parse_args(["demo", "--verbose"]).verbose
+    assert agent_parser().parse_args(["--env", "E", "--model", "tiny", "--verbose"]).verbose
+    code = (
+        "import os, sys\n"
+        "from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs\n"
+        "quiet_engine_logs(verbose=sys.argv[1] == 'verbose')\n"
+        "print(os.environ.get('VLLM_LOGGING_LEVEL'), 'vllm' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"}
+
+    def level(mode, **extra):
+        run = [sys.executable, "-c", code, mode]
+        out = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env | extra)
+        return out.stdout.split()
+
+    assert level("quiet") == ["WARNING", "False"]  # set before vLLM is imported
+    assert level("verbose") == ["None", "False"]
+    assert level("quiet", VLLM_LOGGING_LEVEL="DEBUG") == ["DEBUG", "False"]
 
 
 def test_rollout_command_explains_missing_model():

@@ -2,7 +2,7 @@
 
 ``toolgym list``    every registered env (built-in and plugins) and tool
 ``toolgym play ID`` play an episode yourself in the terminal
-``toolgym serve S`` run a service (retriever, rewards, openenv)
+``toolgym serve S`` run a service (retriever, rewards, tools, agent, openenv)
 ``toolgym rollout`` batched multi-turn rollouts with a model (in-process vLLM or a server), to JSONL
 ``toolgym eval``    pass@1 / pass@k of a model on an env's evaluation split
 ``toolgym export``  training data for a trainer: ``toolgym export verl`` writes Parquet verl loads as is;

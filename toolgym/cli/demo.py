@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--group-size", type=positive_int, default=4, help="samples per task in the model rollouts"
     )
     demo.add_argument("--no-llm", action="store_true", help="scripted episodes only (no vLLM)")
+    demo.add_argument("--verbose", action="store_true", help="show the engine's INFO log (default WARNING)")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -72,15 +73,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\nevery oracle row scored 1.0 and every wrong-answer row 0.0")
     if args.no_llm:
         return 0
-    return _demo_rollouts(env_ids, args.llm_tasks, args.group_size)
+    return _demo_rollouts(env_ids, args.llm_tasks, args.group_size, verbose=args.verbose)
 
 
-def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int) -> int:
+def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int, verbose: bool = False) -> int:
     """Real batched multi-turn rollouts on the embedded tiny model with in-process vLLM (CPU here)."""
     import asyncio
-    import os
 
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # the demo's tables, not the engine's start-up log
+    from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs
+
+    quiet_engine_logs(verbose)  # the demo's tables, not the engine's start-up and shutdown log
 
     from toolgym.rollout import RolloutConfig, check_prefix_property, collect
     from toolgym.rollout.models import make_client, make_renderer

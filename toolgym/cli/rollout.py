@@ -71,6 +71,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=positive_int, default=64, help="episodes in flight")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--verbose", action="store_true", help="show the in-process engine's INFO log (default WARNING)"
+    )
 
 
 def add_rollout_arguments(p: argparse.ArgumentParser) -> None:
@@ -172,8 +175,10 @@ def _run_with_client(args: argparse.Namespace, work: Callable[[Any, Any], Awaita
 
 
 def _client_and_renderer(args: argparse.Namespace):
+    from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs
     from toolgym.rollout.models import make_client, make_renderer
 
+    quiet_engine_logs(args.verbose)  # before vLLM is imported: the summary, not the engine's log
     if args.server and not args.model:
         raise ValueError("--server needs --model too (the tokenizer and chat template come from it)")
     if not args.server and not args.model:

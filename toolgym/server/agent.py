@@ -327,6 +327,9 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+    p.add_argument(
+        "--verbose", action="store_true", help="show the in-process engine's INFO log (default WARNING)"
+    )
     return p
 
 
@@ -355,6 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
 
     args = _build_parser().parse_args(argv)
+    if not args.server:
+        from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs
+
+        quiet_engine_logs(args.verbose)  # before the in-process engine imports vLLM
     config = config_from_args(args)
     app = create_app(config)
     print(

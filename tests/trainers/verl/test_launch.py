@@ -250,9 +250,10 @@ def test_a_real_run_exports_the_data_then_runs_verl_and_keeps_its_exit_status(tm
     assert ours == {**theirs, "max_tokens_per_turn": 64, "max_concurrent_episodes": 4}
 
 
-def test_the_readme_config_composes(tmp_path):
-    readme = (EXAMPLES.parents[1] / "README.md").read_text()
-    section = readme.split("## Train with verl", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_config_composes(tmp_path):
+    """The config docs/training.md shows composes against verl's own config."""
+    page = (EXAMPLES.parents[1] / "docs" / "training.md").read_text()
+    section = page.split("### The config", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     (block,) = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
     cfg = load_train_config(_write(tmp_path, block))
     composed = launch.compose(launch.plan_run(cfg, tmp_path / "run").overrides)

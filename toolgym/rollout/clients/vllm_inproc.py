@@ -9,13 +9,30 @@ default cumulative outputs and logprobs, vLLM re-sends the growing output on eve
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from toolgym.rollout.clients.base import Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
+
+
+def quiet_engine_logs(verbose: bool = False) -> None:
+    """Keep in-process vLLM's log at WARNING (no start-up or ``[shutdown]`` INFO lines) unless ``verbose``.
+
+    The one switch for every command that starts an engine (``toolgym rollout``, ``eval``, ``demo``,
+    ``serve agent``; their ``--verbose`` turns it off). vLLM reads ``VLLM_LOGGING_LEVEL`` when it is first
+    imported, and its engine-core and worker processes inherit the environment, so call this before vLLM is
+    imported; if it already is, its logger is set too. A ``VLLM_LOGGING_LEVEL`` the user set wins.
+    """
+    if verbose:
+        return
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if "vllm" in sys.modules:
+        logging.getLogger("vllm").setLevel(os.environ["VLLM_LOGGING_LEVEL"].upper())
 
 
 class VLLMConfig(BaseModel):

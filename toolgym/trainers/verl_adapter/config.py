@@ -140,8 +140,8 @@ class TrainConfig(BaseModel):
         if self.algorithm == "ppo" and self.attn_implementation in ("sdpa", "eager"):
             raise ValueError(
                 f"algorithm: ppo with attn_implementation: {self.attn_implementation} - verl 0.9.1 loads the "
-                "PPO critic with flash_attention_2 whatever the config says; install flash-attn (README) and "
-                "use attn_implementation: auto, or train with algorithm: grpo"
+                "PPO critic with flash_attention_2 whatever the config says; install flash-attn "
+                "(docs/training.md) and use attn_implementation: auto, or train with algorithm: grpo"
             )
         return self
 

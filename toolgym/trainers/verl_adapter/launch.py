@@ -251,8 +251,8 @@ def verl_config_dir() -> Path:
         import verl
     except ImportError as exc:
         raise ValueError(
-            f"toolgym train needs verl ({exc}): pip install -e '.[gpu]' on a CUDA machine (README: Train "
-            "with verl), or `make test`'s CPU install for --dry-run"
+            f"toolgym train needs verl ({exc}): pip install -e '.[gpu]' on a CUDA machine (docs/training.md: "
+            "Install on a CUDA machine), or `make test`'s CPU install for --dry-run"
         ) from None
     return Path(verl.__file__).resolve().parent / "trainer" / "config"
 
@@ -420,7 +420,8 @@ def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
     """Compose first (fail before exporting anything), export, then run verl with its output streaming."""
     if cfg.algorithm == "ppo" and plan.attn_implementation != "flash_attention_2":
         raise ValueError(
-            "algorithm: ppo needs flash-attn (verl loads the critic with flash_attention_2): see README"
+            "algorithm: ppo needs flash-attn (verl loads the critic with flash_attention_2): "
+            "see docs/training.md"
         )
     compose(plan.overrides)
     prepare_run(cfg, plan)
@@ -466,8 +467,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     plan = plan_run(cfg, run_dir, args.overrides)
     if cfg.nodes > 1:
         print(
-            f"note: {cfg.nodes} nodes: start Ray on every node first (README), and keep {plan.run_dir} on a "
-            "filesystem every node sees at the same path (verl's workers read the data and agent-loop YAML)",
+            f"note: {cfg.nodes} nodes: start Ray on every node first (docs/training.md), and keep "
+            f"{plan.run_dir} on a filesystem every node sees at the same path (verl's workers read the data "
+            "and agent-loop YAML)",
             file=sys.stderr,
         )
     if not args.dry_run:
@@ -480,7 +482,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         notes.append(f"and writes {plan.agent_loop_path.name} there with {plan.agent_loop_kwargs}")
     if cfg.attn_implementation == "auto" and plan.attn_implementation != "flash_attention_2":
         notes.append(
-            "flash-attn is not installed here, so the trainer uses sdpa attention (README: GPU install)"
+            "flash-attn is not installed here, so the trainer uses sdpa attention "
+            "(docs/training.md: Install on a CUDA machine)"
         )
         if cfg.algorithm == "ppo":
             notes.append("algorithm: ppo needs flash-attn for verl's critic: install it before the real run")
