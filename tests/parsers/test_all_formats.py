@@ -1,12 +1,11 @@
 """What every action format promises, checked on each built-in format.
 
 Round trips (``format_call``/``format_answer`` then ``parse``), robustness (any text gives a well-formed
-``ParsedAction``; adversarial megabyte inputs parse fast), reasoning stripping, and the instructions.
+``ParsedAction``; adversarial megabyte inputs parse in linear time), reasoning stripping, and the
+instructions.
 """
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 from toolgym.core.types import ParsedAction, ToolCall
 from toolgym.parsers import PARSERS, ActionParser, make_parser
 from toolgym.parsers.base import EXAMPLE_ANSWER
+from toolgym.testing.complexity import cost_ratio
 
 # -- strategies --------------------------------------------------------------------------------------------
 
@@ -179,39 +179,40 @@ def test_too_many_calls_in_one_turn_is_invalid(fmt, tools):
     assert strict.parse(strict.format_calls(calls[:2])) == ParsedAction.calls(*calls[:2])
 
 
+#: (repeated unit, repeats): about a megabyte of each shape
 ADVERSARIAL = {
-    "open tool tags": "<python>" * 125_000,
-    "open answer tags": "<answer>" * 125_000,
-    "open braces": "{" * 1_000_000,
-    "open brackets": "[" * 1_000_000,
-    "nested objects": '{"a":' * 200_000,
-    "lists of objects": "[{" * 500_000,
-    "key starts": '{"' * 500_000,
-    "angle brackets": "<" * 1_000_000,
-    "closing starts": "</" * 500_000,
-    "unclosed reasoning": "<think>" * 140_000,
-    "orphan reasoning ends": "</think>" * 120_000,
-    "tool_call opens": "<tool_call>" * 90_000,
-    "fences": "```python\n" * 100_000,
-    "backticks": "`" * 1_000_000,
-    "react actions": "Action: calculator\n" * 50_000,
-    "react markers on one line": "Action Input:" * 75_000,
-    "indented lines": ("\n" + " " * 999) * 1_000,
-    "spaces": " " * 1_000_000,
-    "many small calls": "<calculator>1</calculator>" * 40_000,
+    "open tool tags": ("<python>", 125_000),
+    "open answer tags": ("<answer>", 125_000),
+    "open braces": ("{", 1_000_000),
+    "open brackets": ("[", 1_000_000),
+    "nested objects": ('{"a":', 200_000),
+    "lists of objects": ("[{", 500_000),
+    "key starts": ('{"', 500_000),
+    "angle brackets": ("<", 1_000_000),
+    "closing starts": ("</", 500_000),
+    "unclosed reasoning": ("<think>", 140_000),
+    "orphan reasoning ends": ("</think>", 120_000),
+    "tool_call opens": ("<tool_call>", 90_000),
+    "fences": ("```python\n", 100_000),
+    "backticks": ("`", 1_000_000),
+    "react actions": ("Action: calculator\n", 50_000),
+    "react markers on one line": ("Action Input:", 75_000),
+    "indented lines": ("\n" + " " * 999, 1_000),
+    "spaces": (" ", 1_000_000),
+    "many small calls": ("<calculator>1</calculator>", 40_000),
 }
 
 
 @pytest.mark.parametrize("shape", sorted(ADVERSARIAL))
-def test_adversarial_megabyte_inputs_parse_quickly(parser, tools, shape):
-    """A hang guard, not a benchmark: the size limit is raised so the format code itself sees the text."""
-    text = ADVERSARIAL[shape]
+def test_adversarial_megabyte_inputs_parse_in_linear_time(parser, tools, shape):
+    """The size limit is raised so the format code itself sees the text: a well-formed action, and ten times
+    the text costs at most ~20x the time (measured in this run, so a slow machine slows both)."""
+    unit, count = ADVERSARIAL[shape]
+    text, tenth = unit * count, unit * (count // 10)
     big = make_parser(parser.name, tools, max_action_chars=2_000_000)
-    start = time.perf_counter()
-    action = big.parse(text)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, f"{parser.name} took {elapsed:.2f}s on {shape!r}"
-    assert_well_formed(big, action)
+    assert_well_formed(big, big.parse(text))
+    ratio = cost_ratio(big.parse, tenth, text)
+    assert ratio <= 20, f"{parser.name}: 10x the text cost {ratio:.0f}x the time on {shape!r}"
     default = parser.parse(text)
     assert default.kind == "invalid" and "limit" in default.reason
 

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from toolgym.core.task import Task
 from toolgym.rewards.base import safe_verify
-from toolgym.rewards.math import MathVerifier, gold_from_solution, math_answer, math_equal, math_pool
+from toolgym.rewards.math import (
+    MathVerifier,
+    _parse_gold,
+    check_in_worker,
+    gold_from_solution,
+    math_answer,
+    math_equal,
+    math_pool,
+)
 
 # (gold, answer, equivalent?) -- gold first: the comparison is asymmetric, as in math-verify.
 EQUIVALENCE = [
@@ -193,25 +200,41 @@ PATHOLOGICAL = [
 ]
 
 
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 @pytest.mark.parametrize("answer", PATHOLOGICAL)
 def test_pathological_answers_return_within_the_bound(answer):
-    start = time.perf_counter()
+    pool = math_pool()
+    assert pool.wait_ready(60)
+    workers, killed = [w.proc.pid for w in pool._idle], pool.stats["killed"]
     verdict = math_equal("1", answer, timeout=1.0)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2.0, elapsed  # the 1 s deadline, plus killing a stuck worker on a busy machine
     assert not verdict.passed and verdict.reward == 0.0
-    if verdict.error is not None:  # a timeout is reported as the verifier's failure, never as a judgement
-        assert "timed out" in verdict.error
-    else:  # finished in time: an ordinary (wrong) judgement
+    if verdict.error is None:  # finished in time: an ordinary (wrong) judgement
         assert verdict.details["method"] == "math-verify"
+    elif "killed" in verdict.error:  # stuck in C past the 1 s passed down: that worker was killed, is gone
+        assert verdict.error == "math-verify: timed out after 1s (the worker was killed)"
+        assert pool.stats["killed"] == killed + 1 and sum(map(_gone, workers)) == 1
+    else:  # the soft alarm at 0.8 x the 1 s passed down stopped it, and the worker lives on
+        assert verdict.error == "math-verify: timed out after 0.8s"
+        assert pool.stats["killed"] == killed and not any(map(_gone, workers))
 
 
 def test_a_timeout_is_an_error_and_later_calls_are_unaffected():
+    pool = math_pool()
+    assert pool.wait_ready(60)
     verdict = math_equal("1", "10^{10^{10}}", timeout=0.5)
     assert verdict.error is not None and "timed out" in verdict.error and verdict.details["gold"] == "1"
-    start = time.perf_counter()
-    assert math_equal("\\{1, 2\\}", "\\{2, 1\\}").passed
-    assert time.perf_counter() - start < 1.0
+    # the other workers were left alone: a later call finds one free at once, without waiting for the
+    # replacement of a killed one to start
+    assert pool.ready_workers >= pool.size - 1
+    later = math_equal("\\{1, 2\\}", "\\{2, 1\\}")
+    assert later.passed and later.error is None
 
 
 @pytest.mark.parametrize(
@@ -278,16 +301,23 @@ def test_math_answer_prefers_the_last_box():
     assert math_answer(" 3/4 ") == "3/4"
 
 
-def test_warm_latency_is_low():
-    """A warm pool answers a non-numeric comparison in a few milliseconds (the gold parse is cached)."""
-    assert math_pool().wait_ready(60)
+def test_warm_calls_start_no_worker_and_parse_a_repeated_gold_once():
+    """What keeps a warm pool's answers to a few milliseconds: no call starts or kills a worker, and a gold
+    shared by many calls (a GRPO group's) is parsed once per worker, then cached. The latency itself is
+    measured, against its target, by ``benchmarks/bench_latency.py``."""
+    pool = math_pool()
+    assert pool.wait_ready(60)
+    started, killed, calls = pool.stats["started"], pool.stats["killed"], pool.stats["calls"]
     answers = [f"\\{{{i}, {i + 1}\\}}" for i in range(50)]
-    math_equal("\\{1, 2\\}", "\\{2, 1\\}")
-    start = time.perf_counter()
-    for answer in answers:
-        math_equal("\\{1, 2\\}", answer)
-    per_call = (time.perf_counter() - start) / len(answers)
-    assert per_call < 0.1, per_call
+    verdicts = [math_equal("\\{1, 2\\}", answer) for answer in answers]
+    assert all(v.error is None for v in verdicts) and [v.passed for v in verdicts][:3] == [False, True, False]
+    assert pool.stats["calls"] == calls + 50
+    assert (pool.stats["started"], pool.stats["killed"]) == (started, killed)
+    # the worker's side, run here to count: one parse of the gold for many answers
+    _parse_gold.cache_clear()
+    for answer in answers[:5]:
+        assert check_in_worker({"gold": "\\{1, 2\\}", "answer": answer})["gold_parsed"]
+    assert (_parse_gold.cache_info().misses, _parse_gold.cache_info().hits) == (1, 4)
 
 
 def test_a_forked_child_gets_its_own_pool_and_leaves_the_parents_alone():

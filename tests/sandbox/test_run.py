@@ -22,12 +22,14 @@ pytestmark = pytest.mark.usefixtures("no_strays")
 
 
 def test_ok_with_stdout_and_stderr(sb):
+    t0 = time.monotonic()
     res = sb.run("import sys\nprint('hello')\nprint('warn', file=sys.stderr)")
+    around = time.monotonic() - t0
     assert res.status == "ok" and res.ok
     assert res.exit_code == 0 and res.signal is None
     assert res.stdout == "hello\n" and res.stderr == "warn\n"
     assert not res.stdout_truncated and not res.stderr_truncated
-    assert 0 < res.wall_s < 5 and res.cpu_s >= 0
+    assert 0 < res.wall_s <= around and res.cpu_s >= 0  # seconds, and within the call
     assert res.peak_memory_bytes and res.peak_memory_bytes > 1_000_000
     assert res.isolation is sb.isolation
 
@@ -111,25 +113,26 @@ def test_bad_file_names_are_rejected(sb, name):
 
 
 def test_wall_timeout_is_enforced_and_passed_down(sb):
-    t0 = time.monotonic()
     res = sb.run("import time\nprint('started', flush=True)\ntime.sleep(30)", timeout=0.5)
-    elapsed = time.monotonic() - t0
+    # enforced: the program asked for 30 s and was killed (an unenforced limit would end "ok"), by the limit
+    # passed to this call (the sandbox's own is 5 s), and not before that limit
     assert res.status == "timeout"
-    assert 0.5 <= res.wall_s < 2.5 and elapsed < 4  # enforced (the program asked for 30 s)
+    assert res.detail == "wall-clock limit of 0.5 s exceeded; process tree killed"
+    assert res.wall_s >= 0.5
     assert res.stdout == "started\n"  # output produced before the kill is kept
-    assert "0.5 s" in res.detail
 
 
 def test_timeout_from_limits(sb):
     res = sb.run("while True: pass", limits=sb.limits.model_copy(update={"timeout_s": 0.3}))
-    assert res.status == "timeout" and res.wall_s < 2.5
+    assert res.status == "timeout" and res.detail.startswith("wall-clock limit of 0.3 s exceeded")
+    assert res.wall_s >= 0.3
 
 
 def test_cpu_limit_is_reported_as_timeout(sb):
     # a generous wall clock, so that only the CPU limit can fire even on a loaded machine
     res = sb.run("while True: pass", limits=sb.limits.model_copy(update={"cpu_s": 1, "timeout_s": 30}))
-    assert res.status == "timeout" and "CPU" in res.detail
-    assert 0.8 <= res.cpu_s < 2.5
+    assert res.status == "timeout" and res.detail == "CPU time limit of 1 s exceeded"
+    assert res.cpu_s >= 0.8  # it spent its CPU budget, the one passed to this call (the sandbox's is 5 s)
 
 
 def test_memory_limit(sb):

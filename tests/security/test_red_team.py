@@ -57,12 +57,16 @@ def test_fork_bomb(sb):
         """,
         timeout=2,
     )
-    assert res.status in ("timeout", "error", "killed") and res.wall_s < 5
+    assert res.status in ("timeout", "error", "killed"), res.detail
+    if res.status == "timeout":  # ended by this call's limit (the sandbox's own is 3 s); the audit: all gone
+        assert res.detail.startswith("wall-clock limit of 2 s exceeded")
 
 
 def test_shell_fork_bomb(sb):
     res = run(sb, "import os; os.system(':(){ :|:& };:')", timeout=2)
-    assert res.status in ("timeout", "ok", "error") and res.wall_s < 5
+    assert res.status in ("timeout", "ok", "error"), res.detail
+    if res.status == "timeout":
+        assert res.detail.startswith("wall-clock limit of 2 s exceeded")
 
 
 def test_process_limit_is_per_run(sb, red_limits):
@@ -121,7 +125,8 @@ def test_memory_spread_over_many_processes(sb, red_limits):
         """,
         timeout=10,
     )
-    assert res.status == "memory" and "together" in res.detail and res.wall_s < 9
+    # the memory watchdog ended it: the 10 s wall clock would say "timeout"
+    assert res.status == "memory" and "together" in res.detail
 
 
 def test_mmap_balloon(sb):
@@ -132,7 +137,8 @@ def test_mmap_balloon(sb):
 
 def test_infinite_loop(sb):
     res = run(sb, "while True:\n    pass", timeout=1)
-    assert res.status == "timeout" and 1 <= res.wall_s < 3
+    assert res.status == "timeout" and res.detail == "wall-clock limit of 1 s exceeded; process tree killed"
+    assert res.wall_s >= 1  # not before the limit
 
 
 def test_ignoring_sigterm_and_sigint(sb):
@@ -147,7 +153,8 @@ def test_ignoring_sigterm_and_sigint(sb):
         """,
         timeout=1,
     )
-    assert res.status == "timeout" and res.wall_s < 3
+    # SIGKILL, which it cannot ignore, at this call's limit; the audit checks that no process is left
+    assert res.status == "timeout" and res.detail == "wall-clock limit of 1 s exceeded; process tree killed"
 
 
 def test_sleeping_children_do_not_outlive_the_run(sb):
@@ -160,7 +167,9 @@ def test_sleeping_children_do_not_outlive_the_run(sb):
         print('bye')
         """,
     )
-    assert res.status == "ok" and res.wall_s < 5  # not 300 s: the children died with the namespace
+    # "ok", not "timeout" after the sandbox's 3 s: the run did not wait for its children, which died with
+    # the namespace (the audit checks that none is left)
+    assert res.status == "ok" and res.stdout == "bye\n"
 
 
 def test_double_fork_daemon(sb, marker):
@@ -268,6 +277,9 @@ def test_c_stack_overflow(sb):
             nested = [nested]
         repr(nested)
         """,
+        # building the list takes ~1.4 s of CPU here: the suite's 3 s limits could end it on a loaded machine
+        # before it crashes, and this test is about the crash
+        limits=sb.limits.model_copy(update={"timeout_s": 60, "cpu_s": 60}),
     )
     assert res.status in ("killed", "error")  # the program's crash, never sandbox_error
     assert res.signal in (11, None)

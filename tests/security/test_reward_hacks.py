@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 
 import pytest
 
@@ -284,11 +283,14 @@ def score(verifier, task, code):
 
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_hack_scores_zero_and_the_real_solution_one(verifier, name):
-    t0 = time.monotonic()
     hacked = score(verifier, ADD, HACKS[name])
     assert hacked.reward == 0.0 and not hacked.passed, (name, hacked)
     assert hacked.details["tests_passed"] == 0
-    assert time.monotonic() - t0 < 3 * 1.0 + 5  # one timeout per test at most, never the whole budget
+    # each test failed on its own account (at worst its own 1 s timeout): none was cut off by the total
+    # budget, and the harness was not left to the session's wall clock
+    reasons = [failure["reason"] for failure in hacked.details["failures"]]
+    assert len(reasons) == len(ADD_TESTS), reasons
+    assert not any("total budget" in r or "harness stopped" in r for r in reasons), reasons
     honest = score(verifier, ADD, CORRECT_ADD)
     assert honest.reward == 1.0 and honest.passed, honest
 
@@ -309,19 +311,22 @@ def test_check_candidate_style_hacks(verifier, hack):
 
 def test_an_infinite_loop_in_one_test_neither_zeroes_the_others_nor_hangs(verifier):
     code = "def add(a, b):\n    while a == -5:\n        pass\n    return a + b\n"
-    t0 = time.monotonic()
     verdict = score(verifier, ADD, code)
+    # the loop cost test 1 its own timeout, and the tests after it still ran and passed
     assert verdict.reward == pytest.approx(2 / 3) and not verdict.passed
     assert verdict.details["failures"] == [{"test": 1, "reason": "timed out after 1 s"}]
-    assert time.monotonic() - t0 < 4
 
 
 def test_the_total_budget_bounds_a_solution_that_hangs_everywhere(sb):
     slow = CodeTestsVerifier(sandbox=sb, timeout=1.0, total_timeout=1.5)
-    t0 = time.monotonic()
     verdict = slow.verify(ADD, "def add(a, b):\n    while True:\n        pass\n")
-    assert verdict.reward == 0.0 and time.monotonic() - t0 < 5
-    assert "budget" in verdict.details["failures"][-1]["reason"]
+    assert verdict.reward == 0.0 and verdict.error is None
+    # test 0 took its full 1 s, test 1 at most what was left of the 1.5 s, and the last one never started
+    reasons = [failure["reason"] for failure in verdict.details["failures"]]
+    budget_used_up = "not run: the total budget of 1.5 s is used up"
+    assert len(reasons) == len(ADD_TESTS) and reasons[0] == "timed out after 1 s"
+    assert reasons[-1] == budget_used_up
+    assert all(r.startswith("timed out after ") or r == budget_used_up for r in reasons), reasons
 
 
 def test_mutating_an_argument_cannot_change_the_expected_value(verifier):

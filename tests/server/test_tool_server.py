@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 import toolgym  # noqa: F401  (registers the envs)
 from toolgym.parsers import make_parser
 from toolgym.sandbox import shared_sandbox
+from toolgym.sandbox.local import wait_until
 from toolgym.server.tools import create_app, main
 from toolgym.server.tools_api import ToolServerConfig
 from toolgym.testing.servers import serve_in_thread
@@ -206,25 +207,35 @@ def test_idle_sessions_are_freed_and_max_sessions_is_a_503():
 
 
 def test_beyond_the_queue_requests_get_503_with_retry_after_at_once():
-    """One slot, no queue: while a slow call holds the slot, others are refused fast, not piled up."""
+    """One slot, no queue: while a call holds the slot, others are refused at once, not piled up."""
     config = ToolServerConfig(tools=["python"], max_concurrency=1, max_queue=0, retry_after=2)
     app = create_app(config, sandbox=shared_sandbox())
+    admission, release, held = app.state.admission, threading.Event(), []
+
+    def held_body():  # the slot's holder: the rest of its body comes when the test says so
+        yield b'{"code": '
+        release.wait(60)
+        yield b'"print(2)"}'
+
+    def hold(url):
+        headers = {"content-type": "application/json"}
+        held.append(httpx.post(f"{url}/tools/python", content=held_body(), headers=headers, timeout=60))
+
     with serve_in_thread(app) as url:
-        slow = threading.Thread(
-            target=httpx.post,
-            args=(f"{url}/tools/python",),
-            kwargs={"json": {"code": "import time; time.sleep(1.5)"}, "timeout": 30},
-        )
-        slow.start()
+        holder = threading.Thread(target=hold, args=(url,))
+        holder.start()
         try:
-            while app.state.admission.running == 0:
-                pass
-            refused = httpx.post(f"{url}/tools/python", json={"code": "print(1)"}, timeout=5)
+            assert wait_until(lambda: admission.running == 1, timeout=60)
+            refused = httpx.post(f"{url}/tools/python", json={"code": "print(1)"}, timeout=30)
             assert refused.status_code == 503 and refused.headers["retry-after"] == "2"
-            assert refused.elapsed.total_seconds() < 0.5
-            assert httpx.get(f"{url}/health", timeout=5).json()["in_flight"] == 1  # health is not queued
+            # refused on arrival (a queued request would wait for the slot, and say "no slot within ... s")
+            assert "every slot and queue place is taken" in refused.text
+            assert (admission.refused, admission.queued) == (1, 0)
+            assert httpx.get(f"{url}/health", timeout=30).json()["in_flight"] == 1  # health is not queued
         finally:
-            slow.join()
+            release.set()
+            holder.join()
+        assert held[0].status_code == 200 and held[0].json()["output"] == "2"
         assert httpx.post(f"{url}/tools/python", json={"code": "print(1)"}, timeout=30).status_code == 200
 
 

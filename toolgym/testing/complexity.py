@@ -1,0 +1,42 @@
+"""A complexity check instead of a wall-clock bound: how much more ten times the input costs.
+
+A test that asserts "this took < 1 s" fails on a slower or busier machine and passes a quadratic algorithm on
+a fast one. ``cost_ratio`` compares the same code on an input and on one ten times larger, in one run on one
+machine: linear work costs ~10x, quadratic ~100x, so ``assert cost_ratio(...) <= 20`` catches the blow-up
+and nothing else. Env authors can use it for their own parsers and tools.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 5) -> float:
+    """The time ``fn(big)`` takes over the time ``fn(small)`` takes, ``big`` being ten times ``small``: ~10
+    for linear work, ~100 for quadratic. Measured as this thread's CPU time (time spent preempted on a busy
+    machine does not count), with the garbage collector paused and each input run once untimed first; the
+    best of up to ``rounds`` tries, stopping at the first that shows at most 20x."""
+    best_big = best_small = math.inf
+    for _ in range(rounds):
+        gc.collect()
+        gc.disable()
+        try:
+            fn(big)
+            t0 = time.thread_time()
+            fn(big)
+            t1 = time.thread_time()
+            fn(small)
+            t2 = time.thread_time()
+            for _ in range(10):  # ten runs: enough time to measure, and as much input as one big run
+                fn(small)
+            t3 = time.thread_time()
+        finally:
+            gc.enable()
+        best_big, best_small = min(best_big, t1 - t0), min(best_small, (t3 - t2) / 10)
+        if best_big <= 20 * best_small:
+            break
+    return best_big / max(best_small, 1e-9)
