@@ -38,7 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
 bench: $(STAMP)
