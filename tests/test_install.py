@@ -13,6 +13,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from importlib.metadata import distributions
 from pathlib import Path
@@ -72,9 +73,13 @@ def test_without_pip_configuration_torch_comes_from_pytorchs_cpu_index(tmp_path)
     assert f"torch=={install.read_lock()['torch']}" in step and install.read_lock()["torch"].endswith("+cpu")
     # only the torch step names that index; every pip install step is constrained by the lock
     assert sum("--extra-index-url" in s for s in steps) == 1
-    for s in steps:
-        if s[2:4] == ["pip", "install"]:
-            assert s[s.index("-c") + 1] == str(ROOT / "requirements.lock"), s
+    installs = [s for s in steps if "install" in s]
+    assert len(installs) >= 5 and all(
+        s[s.index("-c") + 1] == str(ROOT / "requirements.lock") for s in installs
+    )
+    # the installer is uv, itself installed by pip from the lock
+    assert steps[0][2:] == ["pip", "install", "-q", "-c", str(ROOT / "requirements.lock"), "uv"]
+    assert all(s[2:4] == ["uv", "pip"] for s in steps[1:])
 
 
 def test_a_local_wheel_directory_holding_the_wheel_is_used_without_the_index(tmp_path):
@@ -84,7 +89,7 @@ def test_a_local_wheel_directory_holding_the_wheel_is_used_without_the_index(tmp
     name = f"torch-{version}-{wheel_tag()}-{wheel_tag()}-manylinux_2_28_{platform.machine()}.whl"
     (wheels / name).write_bytes(b"")
     step = torch_step(dry_run(tmp_path, pip_conf=f"[global]\nfind-links = {wheels}\n"))
-    assert "--extra-index-url" not in step
+    assert "--extra-index-url" not in step and step[step.index("--find-links") + 1] == str(wheels)
     # a wheel for another interpreter does not count
     (wheels / name).rename(wheels / name.replace(wheel_tag(), "cp39"))
     step = torch_step(dry_run(tmp_path, pip_conf=f"[global]\nfind-links = {wheels}\n"))
@@ -112,7 +117,11 @@ def test_the_lock_pins_what_is_installed_here():
     """`make install` installed from the lock: every package in this environment has the locked version."""
     pins = install.read_lock()
     ours = {"toolgym", "toolgym-letters"}
-    installed = {install.normalize(d.metadata["Name"]): d.version for d in distributions()}
+    # this environment's own packages (a vendoring package such as setuptools may put more on sys.path)
+    site_packages = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    installed = {
+        install.normalize(d.metadata["Name"]): d.version for d in distributions(path=list(site_packages))
+    }
     unpinned = sorted(set(installed) - set(pins) - ours)
     assert unpinned == []
     wrong = {name: (v, pins[name]) for name, v in installed.items() if name in pins and v != pins[name]}
