@@ -3,8 +3,8 @@
 What to write instead, by what the bound was meant to catch:
 
 - *it must not be quadratic*: a complexity check, measured in one run: ten times the input costs at most
-  ~20x the time (``cost_ratio`` in ``tests/parsers/test_all_formats.py``: CPU time of the thread, the best of
-  a few tries);
+  ~20x the time (``toolgym.testing.complexity.cost_ratio``: CPU time of the thread, the best of a few
+  tries);
 - *it must not do needless work*: an operation count (``python_calls`` in ``tests/search/test_world.py``);
 - *the timeout was passed down, the runaway was killed*: the outcome (the status and the detail naming the
   limit, the process is gone);
