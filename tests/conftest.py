@@ -95,6 +95,19 @@ def pytest_make_collect_report(collector):
     return report
 
 
+#: files that start a local Ray instance (directly, or through verl's trainer)
+RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
+    and in order, as in a one-process run, and the files that start Ray share a worker, so that two Ray
+    instances never run at once. Session fixtures (the engine, the vLLM server) start once per worker."""
+    for item in items:
+        path = item.path.relative_to(config.rootpath).as_posix()
+        item.add_marker(pytest.mark.xdist_group("ray" if path in RAY_FILES else path))
+
+
 class Engine:
     def __init__(self):
         self.loop = asyncio.new_event_loop()
