@@ -15,9 +15,12 @@ never re-import the caller's ``__main__`` (as ``spawn`` would) nor inherit its t
 Deadlines, innermost first:
 
 - soft: the worker arms a ``setitimer`` alarm that raises ``SoftTimeout`` (a ``BaseException``, so the
-  ``except Exception`` in library code cannot swallow it) into the running Python code; the worker survives
-  and reports a timeout. The handler also records that it fired, so a timeout is reported even if some code
-  swallowed the exception anyway.
+  ``except Exception`` in library code cannot swallow it) into the running Python code, and the worker
+  reports a timeout. The handler also records that it fired, so a timeout is reported even if some code
+  swallowed the exception anyway. The worker is then retired and replaced in the background, not reused: the
+  exception may have interrupted it half-way through updating shared state (an import, a cache such as the
+  DFA ANTLR builds while parsing LaTeX for math-verify), after which its calls can fail or judge wrongly
+  without any error.
 - hard: the caller waits ``timeout`` seconds in total, then kills the worker (it is stuck in C code).
 - orphan backstop: each call also lowers the worker's ``RLIMIT_CPU`` to a few seconds past the deadline, so
   a worker whose caller died mid-call is ended by the kernel instead of burning a core forever.
@@ -158,7 +161,7 @@ class WorkerPool:
         self._closed = False
         self.last_start_error: str | None = None
         #: counters for tests and monitoring
-        self.stats = {"calls": 0, "killed": 0, "started": 0, "soft_timeouts": 0}
+        self.stats = {"calls": 0, "killed": 0, "started": 0, "soft_timeouts": 0, "retired": 0}
         _POOLS.add(self)
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -247,12 +250,12 @@ class WorkerPool:
         if not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         worker = self._acquire(wait_timeout)
-        healthy = False
+        healthy, reply = False, {}
         try:
             reply = self._exchange(worker, payload, timeout)
             healthy = True
         finally:
-            self._release(worker, healthy)
+            self._release(worker, healthy, retire=bool(reply.get("timeout")))
         if reply.get("timeout"):
             with self._cond:
                 self.stats["soft_timeouts"] += 1
@@ -293,8 +296,9 @@ class WorkerPool:
             self.stats["calls"] += 1
             return self._idle.pop()
 
-    def _release(self, worker: _Worker, healthy: bool) -> None:
-        keep = healthy and not self._closed and worker.proc.poll() is None
+    def _release(self, worker: _Worker, healthy: bool, *, retire: bool = False) -> None:
+        """Return a worker to the pool; kill it if it failed (``healthy`` False) or must not serve again."""
+        keep = healthy and not retire and not self._closed and worker.proc.poll() is None
         if not keep:
             worker.kill()  # before anything else, so a stuck worker stops using its CPU now
         with self._cond:
@@ -303,6 +307,7 @@ class WorkerPool:
                 self._idle.append(worker)
             else:
                 self.stats["killed"] += not healthy
+                self.stats["retired"] += healthy and retire
                 self._top_up()
             self._cond.notify_all()
 

@@ -22,9 +22,15 @@ def pid(payload: Any) -> int:
 
 
 def sleep(seconds: float) -> float:
-    """Python-level waiting: the worker's soft alarm interrupts it and the worker survives."""
+    """Python-level waiting: the worker's soft alarm interrupts it (and the pool then retires the worker)."""
     time.sleep(seconds)
     return seconds
+
+
+def sleep_then_pid(seconds: float) -> int:
+    """``sleep``, then the worker's process id: tells the worker that served a call after a timeout."""
+    time.sleep(seconds)
+    return os.getpid()
 
 
 def swallow(seconds: float) -> str:
