@@ -197,3 +197,19 @@ def _alive(pid: int) -> bool:
         return False
     except OSError:
         return os.path.exists(f"/proc/{pid}")
+
+
+def test_a_warmup_runs_once_in_each_worker_before_it_is_ready():
+    """The warm-up payload runs while the worker starts (off every call's deadline); one that fails is a
+    start error naming it, not a worker that serves calls."""
+    broken = WorkerPool(f"{TARGETS}:fail", size=1, warmup="the warm-up failed")
+    try:
+        assert not broken.wait_ready(30)
+        assert "the warm-up failed" in (broken.last_start_error or "")
+    finally:
+        broken.close()
+    pool = WorkerPool(f"{TARGETS}:sleep_then_pid", size=1, warmup=0)
+    try:
+        assert pool.wait_ready(30) and pool.call(0, timeout=5) > 0
+    finally:
+        pool.close()

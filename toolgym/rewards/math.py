@@ -64,7 +64,11 @@ def math_pool() -> WorkerPool:
     with _pool_lock:
         if _pool is None or _pool.owner_pid != os.getpid():
             size = int(os.environ.get("TOOLGYM_MATH_WORKERS") or min(4, os.cpu_count() or 1))
-            _pool = WorkerPool(_WORKER_TARGET, size=size)
+            # each worker parses some LaTeX while it starts: the first parse builds ANTLR's DFA (hundreds of
+            # ms), which would otherwise count against the first call's deadline
+            _pool = WorkerPool(
+                _WORKER_TARGET, size=size, warmup={"gold": "\\frac{1}{2}", "answer": "\\{0.5\\}"}
+            )
         return _pool
 
 

@@ -25,9 +25,9 @@ Deadlines, innermost first:
 - orphan backstop: each call also lowers the worker's ``RLIMIT_CPU`` to a few seconds past the deadline, so
   a worker whose caller died mid-call is ended by the kernel instead of burning a core forever.
 
-Startup (importing the function's module) happens when the pool starts, off the hot path: ``start()`` is
-non-blocking, and the time a call waits for a free or starting worker does not count against its deadline
-(it is bounded separately by ``wait_timeout``).
+Startup (importing the function's module, then running the pool's ``warmup`` payload once) happens when the
+pool starts, off the hot path: ``start()`` is non-blocking, and the time a call waits for a free or starting
+worker does not count against its deadline (it is bounded separately by ``wait_timeout``).
 """
 
 from __future__ import annotations
@@ -69,19 +69,21 @@ class SoftTimeout(BaseException):
 
 
 _POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
-_WORKER_BOOT = "import sys; from toolgym.rewards.pool import worker_main; sys.exit(worker_main(sys.argv[1]))"
+_WORKER_BOOT = (
+    "import sys; from toolgym.rewards.pool import worker_main; sys.exit(worker_main(*sys.argv[1:]))"
+)
 
 
 class _Worker:
     """One worker subprocess and the caller's end of its pipes."""
 
-    def __init__(self, target: str, env: dict[str, str] | None):
+    def __init__(self, target: str, env: dict[str, str] | None, warmup: str | None = None):
         env = dict(os.environ if env is None else env)
         # what the caller can import, the worker can import (as multiprocessing's spawn does)
         paths = [p for p in sys.path if p and os.path.isdir(p)]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_BOOT, target],
+            [sys.executable, "-c", _WORKER_BOOT, target, *([warmup] if warmup is not None else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -142,6 +144,7 @@ class WorkerPool:
         start_timeout: float = 60.0,
         soft_fraction: float = 0.8,
         env: dict[str, str] | None = None,
+        warmup: Any = None,
     ):
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
@@ -152,6 +155,8 @@ class WorkerPool:
         self.start_timeout = start_timeout
         self.soft_fraction = soft_fraction
         self._env = env
+        #: a payload each worker runs once while starting, off every call's deadline (lazy imports, caches)
+        self._warmup = None if warmup is None else json.dumps(warmup)
         #: workers belong to the process that started them; a forked child must not use or kill them
         self.owner_pid = os.getpid()
         self._cond = threading.Condition()
@@ -216,7 +221,7 @@ class WorkerPool:
         worker: _Worker | None = None
         error: str | None = None
         try:
-            worker = _Worker(self.target, self._env)
+            worker = _Worker(self.target, self._env, self._warmup)
             hello = worker.receive(time.monotonic() + self.start_timeout)
             if hello is None:
                 error = f"the worker did not start within {self.start_timeout:g}s"
@@ -328,8 +333,8 @@ def _load(target: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
-def worker_main(target: str) -> int:
-    """Serve calls on stdin/stdout until stdin closes."""
+def worker_main(target: str, warmup: str | None = None) -> int:
+    """Serve calls on stdin/stdout until stdin closes; first run ``warmup`` (JSON) once, if given."""
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # stray prints from libraries go to stderr, never into the protocol
 
@@ -342,6 +347,8 @@ def worker_main(target: str) -> int:
 
     try:
         fn = _load(target)
+        if warmup is not None:
+            fn(json.loads(warmup))
     except Exception as exc:
         write({"ready": False, "error": f"cannot load {target}: {type(exc).__name__}: {exc}"})
         return 1
