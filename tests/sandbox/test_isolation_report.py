@@ -137,12 +137,15 @@ def test_extra_paths_are_exposed_read_only():
 
 
 def test_without_fs_view_host_tmp_dirs_never_outlive_runs_or_servers():
-    import glob
+    """Each server's host directory (``/tmp/toolgym-sandbox-*``) and each run's inside it are removed. Only
+    this sandbox's directories are checked: other test processes may be running sandboxes of their own."""
     import signal
 
     from toolgym.sandbox.local import wait_until
 
-    before = set(glob.glob("/tmp/toolgym-sandbox-*"))
+    def server_dir(path: str) -> str:
+        return "/".join(path.split("/")[:3])  # /tmp/toolgym-sandbox-XXXX/... -> the server's own directory
+
     with LocalSandbox(workers=1, disable=("fs_view",)) as box:
         assert "fs_view" in box.isolation.disabled
         cwd = box.run(
@@ -155,12 +158,16 @@ def test_without_fs_view_host_tmp_dirs_never_outlive_runs_or_servers():
         assert home.startswith("/tmp/toolgym-sandbox-") and os.path.isdir(home)
         sess.close()
         assert wait_until(lambda: not os.path.exists(home))  # removed when the session process is reaped
+        first = server_dir(cwd)
         servers = box.server_pids  # with a user namespace: the launcher and the server
         for pid in servers:
             os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: all(_zombie(pid) for pid in servers))
-        assert box.run("print(1)").stdout == "1\n"  # restarted; the dead server's dir was removed
-    assert set(glob.glob("/tmp/toolgym-sandbox-*")) == before
+        restarted = box.run("import os; print(os.getcwd())")
+        assert restarted.status == "ok"
+        second = server_dir(restarted.stdout.strip())
+        assert second != first and wait_until(lambda: not os.path.exists(first))  # the dead server's dir
+    assert not os.path.exists(second)  # and the live one's when the sandbox closed
 
 
 def _zombie(pid):
