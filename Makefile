@@ -51,7 +51,7 @@ bench: $(STAMP)
 test-core:
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
 	$(CORE_VENV)/bin/python scripts/install.py --python $(CORE_VENV)/bin/python --profile core
-	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(CORE_TESTS)
+	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
 
 # Re-resolve pyproject.toml's ranges in a throw-away venv and rewrite requirements.lock (commit both)
 lock:

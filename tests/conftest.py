@@ -97,36 +97,20 @@ def pytest_make_collect_report(collector):
 
 #: files that start a local Ray instance (directly, or through verl's trainer)
 RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
-#: files whose tests use the session's ``engine`` or ``vllm_server`` (below): on one worker, each starts once
-ENGINE_FILES = frozenset(
-    {
-        "tests/examples/test_examples.py",
-        "tests/rollout/test_episode.py",
-        "tests/rollout/test_openai_http_client.py",
-        "tests/rollout/test_rollout_commands.py",
-        "tests/server/test_agent_server.py",
-        "tests/trainers/openrlhf/test_executor.py",
-        "tests/trainers/verl/test_agent_loop.py",
-    }
-)
-
-
-def xdist_group(path: str) -> str:
-    return "ray" if path in RAY_FILES else "engine" if path in ENGINE_FILES else path
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
-    and in order, as in a one-process run. The files that start Ray share a worker, so that two Ray instances
-    never run at once; so do the files that use the session's engine and vLLM server, so that each starts
-    once (a vLLM start costs ~25 s of CPU)."""
+    and in order, as in a one-process run, and the files that start Ray share a worker, so that two Ray
+    instances never run at once. Session fixtures (the engine, the vLLM server) start once per worker."""
     groups = {}
     for item in items:
-        groups[item] = xdist_group(item.path.relative_to(config.rootpath).as_posix())
+        path = item.path.relative_to(config.rootpath).as_posix()
+        groups[item] = "ray" if path in RAY_FILES else path
         item.add_marker(pytest.mark.xdist_group(groups[item]))
-    # the two long groups first, so that they run side by side and the rest fills in after them, instead of
-    # one worker idling while a long group runs last
-    items.sort(key=lambda item: {"ray": 0, "engine": 1}.get(groups[item], 2))
+    # the Ray files are the longest group (two engines in Ray actors, a verl GRPO run): first, so that the
+    # other worker works through the rest meanwhile instead of idling while it runs last
+    items.sort(key=lambda item: groups[item] != "ray")
 
 
 class Engine:
