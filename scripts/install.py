@@ -129,17 +129,21 @@ def torch_source(python: str, version: str, index_url: str, *, probe: bool) -> l
     return ["--extra-index-url", index_url, "--index-strategy", "unsafe-best-match"]
 
 
-def install_steps(python: str, profile: str, extras: str, index_url: str, *, probe: bool) -> list[list[str]]:
-    """The commands, in order, for ``profile`` (``full`` or ``core``)."""
-    pins = read_lock()
+def install_steps(
+    python: str, profile: str, extras: str, index_url: str, *, probe: bool, locked: bool = True
+) -> list[list[str]]:
+    """The commands, in order, for ``profile`` (``full`` or ``core``); ``locked=False`` resolves afresh
+    (the newest versions pyproject.toml's ranges admit), which is how ``--write-lock`` makes the lock."""
+    pins = read_lock() if locked else {}
+    constraints = ["-c", str(LOCK)] if locked else ["--upgrade"]
     uv = [python, "-m", "uv", "pip"]
-    install = [*uv, "install", "--python", python, "-q", "-c", str(LOCK)]
+    install = [*uv, "install", "--python", python, "-q", *constraints]
     default_index = os.environ.get("PIP_INDEX_URL")  # a mirror of PyPI, where pip is told to use one
     if default_index:
         install += ["--default-index", default_index]
     # uv itself, by pip; then the build backend, so that the editable installs build without isolation
     steps = [
-        [python, "-m", "pip", "install", "-q", "-c", str(LOCK), "uv"],
+        [python, "-m", "pip", "install", "-q", *constraints, "uv"],
         [*install, "pip", "setuptools", "wheel"],
     ]
     if profile == "core":
@@ -168,16 +172,7 @@ def write_lock(python_exe: str, extras: str, index_url: str, lock: Path) -> None
         venv = Path(tmp) / "venv"
         subprocess.run([python_exe, "-m", "venv", str(venv)], check=True)
         python = str(venv / "bin" / "python")
-        install = [python, "-m", "uv", "pip", "install", "--python", python, "-q"]
-        steps = [
-            [python, "-m", "pip", "install", "-q", "--upgrade", "uv"],
-            [*install, "--upgrade", "pip", "setuptools", "wheel"],
-            [*install, *torch_source(python, TORCH, index_url, probe=True), f"torch=={TORCH}"],
-            [*install, "-e", f"{ROOT}[{extras}]"],
-            [*install, "--no-deps", *(f"{name}=={version}" for name, version in NO_DEPS.items())],
-            [python, "-m", "uv", "pip", "uninstall", "--python", python, "-q", *UNWANTED],
-        ]
-        run(steps, dry_run=False)
+        run(install_steps(python, "full", extras, index_url, probe=True, locked=False), dry_run=False)
         frozen = subprocess.run(
             [python, "-m", "pip", "freeze", "--all", "--exclude-editable"],
             capture_output=True,

@@ -137,3 +137,15 @@ def test_every_dependency_named_in_pyproject_is_locked():
     names = {install.normalize(Requirement(r).name) for r in requirements}
     pins = install.read_lock()
     assert sorted(names - set(pins) - {"toolgym"}) == []
+
+
+def test_the_lock_is_written_from_the_same_steps_resolved_afresh():
+    """`make lock` runs the install's own steps without the lock, so what it freezes is what make installs."""
+    locked = install.install_steps(sys.executable, "full", "dev,cpu", PYTORCH_CPU_INDEX, probe=False)
+    fresh = install.install_steps(
+        sys.executable, "full", "dev,cpu", PYTORCH_CPU_INDEX, probe=False, locked=False
+    )
+    assert len(fresh) == len(locked) and not any("-c" in step for step in fresh)
+    assert all("--upgrade" in step for step in fresh if "install" in step)
+    unlock = [[arg for arg in step if arg not in ("-c", str(install.LOCK), "--upgrade")] for step in fresh]
+    assert unlock == [[arg for arg in step if arg not in ("-c", str(install.LOCK))] for step in locked]
