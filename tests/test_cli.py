@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,3 +132,5 @@ def test_doctor_lists_packages_and_isolation():
     assert out.returncode == 0, out.stderr
     for name in ("gymnasium", "vllm", "verl", "ray", "sandbox", "envs registered"):
         assert name in out.stdout
+    per_session = re.search(r"sandbox sessions: ([\d.]+) MiB Pss each \(16 live interpreters", out.stdout)
+    assert per_session and 0.1 < float(per_session[1]) < 200, out.stdout  # measured, not a placeholder

@@ -202,3 +202,22 @@ def test_generation_needs_one_logprob_per_token_when_it_has_any():
     assert Generation(token_ids=[1, 2], logprobs=None, finish_reason="stop").logprobs is None
     with pytest.raises(ValueError, match="one per token"):
         Generation(token_ids=[1, 2], logprobs=[-1.0], finish_reason="stop")
+
+
+def test_episodes_over_the_sandbox_capacity_wait_for_a_slot_and_the_wait_is_counted(renderer):
+    """Four concurrent PythonCode episodes on a sandbox fixed at two sessions: two wait for a slot until the
+    first two end (no one's state is taken, no one fails) and their trajectories count the wait."""
+    from toolgym.rollout import EnvRequest, collect
+    from toolgym.sandbox import LocalSandbox
+
+    steps = ["<python>v = 7</python>", "<python>print(v * 6)</python>", "<answer>def f(): pass</answer>"]
+    client = ScriptedClient(renderer, lambda request_id, turn, prompt: steps[min(turn, 2)], delay=0.05)
+    config = RolloutConfig(max_response_tokens=400, max_tokens_per_turn=64)
+    with LocalSandbox(max_sessions=2, session_wait_s=120) as box:
+        request = EnvRequest(id="toolgym/PythonCode-v0", kwargs={"sandbox": box, "max_turns": 4})
+        trajs, _ = asyncio.run(collect([request], client, renderer, config, tasks_per_env=4, progress=False))
+        assert box.slots.stats["peak"] == 2 and box.slots.stats["waits"] >= 2
+    assert [t.turns[1].tool_results[0].output for t in trajs] == ["42"] * 4
+    assert all(t.infra_errors == 0 and t.trainable_for(exclude_infra_errors=True) for t in trajs)
+    waited = [t.stats()["wait_s"] for t in trajs]
+    assert sum(w > 0 for w in waited) >= 2, waited

@@ -34,6 +34,20 @@ def fresh_sb():
 
 
 @pytest.fixture
+def make_sandbox():
+    """``make_sandbox(**kwargs)``: a private sandbox with the test limits, closed after the test."""
+    boxes = []
+
+    def make(**kwargs):
+        boxes.append(LocalSandbox(limits=TEST_LIMITS, **kwargs))
+        return boxes[-1]
+
+    yield make
+    for box in boxes:
+        box.close()
+
+
+@pytest.fixture
 def no_strays(sb):
     """After the test, nothing the sandbox started may still be running."""
     yield

@@ -1,13 +1,18 @@
-"""Stateful sessions: state persists without replaying history, resets are announced, LRU eviction."""
+"""Stateful sessions: state persists without replaying history, resets are announced (and say when the loss
+was the sandbox's doing), and a live session is never evicted for room: capacity, waits, idle slots."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import threading
+import time
 
 import pytest
 
+from toolgym.sandbox import LocalSandbox, SessionSlots
+from toolgym.sandbox.capacity import DEFAULT_SESSIONS, MAX_SESSIONS
 from toolgym.sandbox.local import wait_until
 
 pytestmark = pytest.mark.usefixtures("no_strays")
@@ -95,23 +100,119 @@ def test_process_killed_between_calls_is_detected(sb):
         assert res.ok and res.session_reset and "between calls" in res.detail
 
 
-def test_lru_eviction(fresh_sb):
-    sessions = [fresh_sb.session() for _ in range(4)]  # max_sessions=3
-    for i, sess in enumerate(sessions[:3]):
-        assert sess.run(f"v = {i}").ok
-    assert fresh_sb.live_sessions == 3
-    assert sessions[0].run("print(v)").stdout == "0\n"  # touch 0: now 1 is least recently used
-    sessions[3].run("v = 3")  # needs room: evicts session 1
-    assert fresh_sb.live_sessions == 3
-    evicted = sessions[1].run("print(v)")
-    assert evicted.session_reset and "evicted" in evicted.detail and "NameError" in evicted.stderr
-    # bringing 1 back evicted the then least recently used (2); 0 and 3 kept their state
-    assert sessions[0].run("print(v)").stdout == "0\n"
-    assert sessions[3].run("print(v)").stdout == "3\n"
-    for sess in sessions:
-        sess.close()
-    assert fresh_sb.live_sessions == 0
-    assert wait_until(lambda: not fresh_sb.stray_processes())
+def test_a_live_session_is_never_evicted_for_room(make_sandbox):
+    """Over capacity a new session waits, then its call is a sandbox error (infra); the live ones keep
+    their state whatever the order of calls (round-robin used to evict the one about to be used)."""
+    with make_sandbox(max_sessions=3, session_wait_s=0.3) as box:
+        live = [box.session() for _ in range(3)]
+        for i, sess in enumerate(live):
+            assert sess.run(f"v = {i}").ok
+        late = box.session()
+        refused = late.run("v = 3")
+        assert refused.status == "sandbox_error" and "no session slot came free" in refused.detail
+        assert refused.session_wait_s >= 0.3 and box.slots.stats["refused"] == 1
+        for _round in range(2):
+            assert [sess.run("print(v)").stdout for sess in live] == ["0\n", "1\n", "2\n"]
+        live[1].close()  # an episode ends: its slot is free
+        assert late.run("v = 3").ok and late.run("print(v)").stdout == "3\n"
+        assert box.live_sessions == 3
+        for sess in (live[0], live[2], late):
+            sess.close()
+        assert box.live_sessions == 0 and box.slots.held == 0
+
+
+def test_a_waiting_session_takes_the_slot_an_ending_episode_frees(make_sandbox):
+    with make_sandbox(max_sessions=1, session_wait_s=30) as box:
+        first, second = box.session(), box.session()
+        first.run("a = 1")
+        result = {}
+        waiter = threading.Thread(target=lambda: result.update(res=second.run("print('in')")))
+        waiter.start()
+        time.sleep(0.2)  # the waiter is blocked on the full table
+        assert waiter.is_alive() and first.run("print(a)").stdout == "1\n"
+        first.close()
+        waiter.join(30)
+        res = result["res"]
+        assert res.ok and res.stdout == "in\n" and res.session_wait_s >= 0.2
+        assert box.slots.stats["waits"] == 1
+        second.close()
+
+
+def test_async_waiters_hold_no_sandbox_worker(make_sandbox):
+    """An ``arun`` waiting for a slot must not sit on one of the ``workers``: the sessions that hold the
+    slots keep running (on one worker here), so the episode that frees a slot can get there."""
+    with make_sandbox(workers=1, max_sessions=1, session_wait_s=30) as box:
+
+        async def main():
+            holder, waiter = box.session(), box.session()
+            await holder.arun("x = 5")
+            waiting = asyncio.create_task(waiter.arun("print('late')"))
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            assert (await holder.arun("print(x)")).stdout == "5\n"  # the one worker is free
+            holder.close()
+            res = await waiting
+            waiter.close()
+            return res
+
+        res = asyncio.run(main())
+        assert res.ok and res.stdout == "late\n" and res.session_wait_s >= 0.2
+
+
+def test_an_idle_session_gives_its_slot_away_and_its_loss_is_infra(make_sandbox):
+    with make_sandbox(max_sessions=1, session_wait_s=5, session_idle_s=0.2) as box:
+        abandoned, newcomer = box.session(), box.session()
+        abandoned.run("v = 1")
+        time.sleep(0.3)
+        assert newcomer.run("print('room')").stdout == "room\n"
+        assert box.slots.stats["reclaimed_idle"] == 1
+        newcomer.close()
+        back = abandoned.run("print(v)")
+        assert back.session_reset and back.infra_reset and "idle" in back.detail
+        assert "NameError" in back.stderr
+        abandoned.close()
+
+
+def test_a_sandbox_restart_is_an_infra_loss(fresh_sb):
+    sess = fresh_sb.session()
+    sess.run("v = 1")
+    fresh_sb.restart_workers()
+    res = sess.run("print('after')")
+    assert res.ok and res.session_reset and res.infra_reset and "restarted" in res.detail
+    assert not sess.run("print('again')").infra_reset  # reported once
+    sess.close()
+
+
+def test_transient_sessions_take_no_slot(make_sandbox):
+    with make_sandbox(max_sessions=1, session_wait_s=0.1) as box:
+        episode = box.session()
+        episode.run("v = 1")
+        verifier = box.session(transient=True)  # the code verifier's: bounded by its caller
+        assert verifier.run("print(2)").stdout == "2\n" and box.live_sessions == 2
+        assert box.slots.held == 1
+        verifier.close()
+        episode.close()
+
+
+def test_capacity_follows_reservations_unless_fixed():
+    slots = SessionSlots()
+    assert slots.capacity == DEFAULT_SESSIONS
+    with slots.reserve(100), slots.reserve(56):
+        assert slots.capacity == 156
+    assert slots.capacity == DEFAULT_SESSIONS
+    big = slots.reserve(5000)
+    assert slots.capacity == MAX_SESSIONS
+    big.release()
+    big.release()  # twice: a no-op
+    assert slots.capacity == DEFAULT_SESSIONS
+    fixed = SessionSlots(8)
+    with fixed.reserve(100):
+        assert fixed.capacity == 8
+    for bad in (0, 5000, 2.0, True):
+        with pytest.raises(ValueError, match="max_sessions"):
+            SessionSlots(bad)
+    with pytest.raises(ValueError, match="give max_sessions or slots"):
+        LocalSandbox(max_sessions=2, slots=slots)
 
 
 def test_closed_session_refuses_and_sandbox_close_kills_sessions(fresh_sb):

@@ -69,8 +69,15 @@ def _sandbox_section() -> str:
         from toolgym.sandbox import doctor_report
     except ImportError:
         return "sandbox: the local code sandbox is not part of this version"
+    from toolgym.sandbox import SandboxUnavailable, session_memory_figure
+
     rows = [[layer, "yes" if ok else "NO", detail] for layer, ok, detail in doctor_report()]
-    return "sandbox isolation layers:\n" + format_table(["layer", "in effect", "detail"], rows)
+    table = "sandbox isolation layers:\n" + format_table(["layer", "in effect", "detail"], rows)
+    try:
+        memory = session_memory_figure()
+    except SandboxUnavailable as exc:
+        memory = f"sandbox sessions: could not start one ({exc})"
+    return f"{table}\n{memory}"
 
 
 def _tiny_model_section() -> str:

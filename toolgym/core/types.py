@@ -124,6 +124,8 @@ class Trajectory(BaseModel):
     #: seconds spent generating and in env.step (tools, verifier)
     generation_s: float = 0.0
     env_s: float = 0.0
+    #: of ``env_s``, seconds spent waiting for shared capacity (a sandbox session slot; ``core.waits``)
+    wait_s: float = 0.0
     error: str | None = None
 
     @property
@@ -157,10 +159,23 @@ class Trajectory(BaseModel):
         """False when the reward judges nothing: the episode failed, or its verifier did."""
         return self.error is None and not (self.verdict is not None and self.verdict.error)
 
+    def trainable_for(self, exclude_infra_errors: bool = False) -> bool:
+        """``trainable``, and with ``exclude_infra_errors`` also no tool call failed through our fault (a
+        sandbox that lost the episode's state or had no slot for it, a retriever that was down): the reward
+        of such an episode says more about the infrastructure than about the policy. The trainer adapters'
+        ``exclude_infra_errors`` option (on by default) uses this."""
+        return self.trainable and not (exclude_infra_errors and self.infra_errors)
+
     @property
     def training_mask(self) -> list[int]:
         """The mask a trainer's loss should use: ``response_mask``, or all zeros when not ``trainable``."""
-        return list(self.response_mask) if self.trainable else [0] * len(self.response_ids)
+        return self.training_mask_for()
+
+    def training_mask_for(self, exclude_infra_errors: bool = False) -> list[int]:
+        """``training_mask``, all zeros also when ``exclude_infra_errors`` and a tool call failed through our
+        fault (see ``trainable_for``)."""
+        keep = self.trainable_for(exclude_infra_errors)
+        return list(self.response_mask) if keep else [0] * len(self.response_ids)
 
     def stats(self) -> dict[str, float]:
         """Per-episode numbers for a trainer's logs, the same keys for every episode."""
@@ -171,5 +186,6 @@ class Trajectory(BaseModel):
             "tool_calls": float(self.tool_calls),
             "tool_errors": float(self.tool_errors),
             "infra_errors": float(self.infra_errors),
+            "wait_s": float(self.wait_s),
             "error": float(self.error is not None),
         }

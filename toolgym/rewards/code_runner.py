@@ -124,17 +124,19 @@ class _Job:
 
 
 def _session(sandbox: Any) -> Any:
-    from toolgym.sandbox import shared_sandbox  # the process-wide pool (imported late: sandbox is heavy)
+    from toolgym.sandbox import LocalSandbox, shared_sandbox  # (imported late: the sandbox is heavy)
 
     sb = sandbox if sandbox is not None else shared_sandbox()
     limits = sb.limits
     limits = limits.model_copy(update={"max_output_bytes": max(limits.max_output_bytes, 1 << 20)})
     limits = limits.model_copy(update={"max_output_total_bytes": max(limits.max_output_total_bytes, 1 << 21)})
+    if isinstance(sb, LocalSandbox):  # bounded here (MAX_CONCURRENT): it takes no slot of the capacity
+        return sb.session(limits=limits, transient=True)
     return sb.session(limits=limits)
 
 
-#: verifications in flight at once (each holds a session between its two calls; more would make sessions
-#: evict each other and add nothing on a pool of a few workers)
+#: verifications in flight at once (each holds a transient session between its two calls; more would add
+#: nothing on a pool of a few workers)
 MAX_CONCURRENT = 4
 _thread_slots = threading.BoundedSemaphore(MAX_CONCURRENT)
 _loop_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (

@@ -20,6 +20,7 @@ batch of many episodes survives one bad one and a trainer can see and skip it (`
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 from concurrent.futures import Executor
 from typing import Any
@@ -28,6 +29,7 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolgym.core.types import Trajectory
+from toolgym.core.waits import WaitTally, episode_waits
 from toolgym.envs.base import ToolEnv
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient, Sampling
@@ -75,11 +77,12 @@ async def run_episode(
     if not isinstance(inner, ToolEnv):
         raise TypeError(f"run_episode needs a toolgym ToolEnv, got {type(inner).__name__}")
     episode = _Episode(env, inner, client, renderer, config or RolloutConfig(), executor)
-    try:
-        await episode.play(seed, options, request_id, sampling_seed)
-    except Exception as exc:  # the episode fails, the batch goes on
-        return episode.failed(exc)
-    return episode.result()
+    with episode_waits() as episode.waits:  # capacity waits below env.step (sandbox slots), this episode's
+        try:
+            await episode.play(seed, options, request_id, sampling_seed)
+        except Exception as exc:  # the episode fails, the batch goes on
+            return episode.failed(exc)
+        return episode.result()
 
 
 class _Episode:
@@ -103,9 +106,12 @@ class _Episode:
         self.stop_reason: str | None = None
         self.gen_s = self.env_s = 0.0
         self.reset_done = False
+        self.waits = WaitTally()
 
     async def _off_loop(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        """``fn`` in the executor, in this episode's context (so a wait below it counts for the episode)."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.executor, context.run, fn, *args)
 
     async def play(
         self, seed: int | None, options: dict[str, Any] | None, request_id: str, sampling_seed: int | None
@@ -198,6 +204,7 @@ class _Episode:
                 "logprobs": self.logprobs,
                 "generation_s": self.gen_s,
                 "env_s": self.env_s,
+                "wait_s": self.waits.seconds,
             },
             deep=True,
         )
@@ -219,6 +226,7 @@ class _Episode:
                 "logprobs": self.logprobs,
                 "generation_s": self.gen_s,
                 "env_s": self.env_s,
+                "wait_s": self.waits.seconds,
             }
         )
 

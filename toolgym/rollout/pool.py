@@ -7,6 +7,12 @@ kwargs: a verl batch can mix ``Math-v0`` rows with different ``max_turns``. A GR
 the same task: :func:`draw_task` draws it once, and each sample then resets with ``options={"task": task}``.
 A trainer's data row names its episode with an :class:`EpisodeKey` (env, kwargs, pinned task, seed), so any
 worker on any node replays the same episode from the row alone.
+
+Every leased env is a live episode, and may hold a sandbox session (the python tool's interpreter): so each
+lease reserves one session slot of the process-wide sandbox until the env comes back
+(``toolgym.sandbox.reserve_sessions``). The sandbox's capacity thus follows the concurrency the caller runs
+(the collector's ``concurrency``, the verl agent loop's ``max_concurrent_episodes``, the OpenEnv server's
+``max_sessions``) and a live episode's interpreter is never evicted to make room for another's.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolgym.core.task import Task
+from toolgym.sandbox.capacity import Reservation
+from toolgym.sandbox.shared import reserve_sessions
 
 
 class EnvRequest(BaseModel):
@@ -68,6 +76,7 @@ class EnvPool:
         self._free: dict[str, list[gym.Env]] = defaultdict(list)
         self._envs: dict[int, gym.Env] = {}  # every env this pool made and has not closed, by id()
         self._keys: dict[int, str] = {}  # id(env) -> its key
+        self._leases: dict[int, Reservation] = {}  # id(env) -> its session slot reservation, while leased
         self._lock = threading.Lock()
         self._closed = False
 
@@ -76,16 +85,20 @@ class EnvPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the env pool is closed")
-            if self._free[key]:
-                return self._free[key].pop()
-        env = gym.make(env_id, **dict(kwargs or {}))  # outside the lock: building an env can take seconds
+            env = self._free[key].pop() if self._free[key] else None
+        if env is None:
+            env = gym.make(env_id, **dict(kwargs or {}))  # outside the lock: building an env can take seconds
         with self._lock:
             self._keys[id(env)] = key
             self._envs[id(env)] = env
+            self._leases[id(env)] = reserve_sessions(1)
         return env
 
     def release(self, env: gym.Env) -> None:
         with self._lock:
+            lease = self._leases.pop(id(env), None)
+            if lease is not None:
+                lease.release()
             if self._closed:  # close() already closed it
                 return
             key = self._keys.get(id(env))
@@ -114,6 +127,9 @@ class EnvPool:
             self._envs.clear()
             self._keys.clear()
             self._free.clear()
+            for lease in self._leases.values():
+                lease.release()
+            self._leases.clear()
         for env in envs:
             env.close()
 

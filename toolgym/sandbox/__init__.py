@@ -18,12 +18,13 @@ import sys
 from typing import Any
 
 from toolgym.sandbox.base import Sandbox, SandboxSession, SandboxUnavailable
+from toolgym.sandbox.capacity import NoSessionSlot, Reservation, SessionSlots
 from toolgym.sandbox.isolation import ALWAYS_ON, LAYERS
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.local import DEFAULT_PRELOAD, SCIENTIFIC_PRELOAD, LocalSandbox
 from toolgym.sandbox.result import STATUSES, ExecResult, IsolationReport, Status
 from toolgym.sandbox.session import Session
-from toolgym.sandbox.shared import close_shared_sandbox, shared_sandbox
+from toolgym.sandbox.shared import close_shared_sandbox, reserve_sessions, shared_sandbox
 
 BACKENDS = ("local", "e2b")
 
@@ -65,6 +66,23 @@ def doctor_report() -> list[tuple[str, bool, str]]:
     return rows
 
 
+def session_memory_figure(sessions: int = 16) -> str:
+    """What one live session costs here: ``sessions`` interpreters that each ran a line, their mean Pss
+    (for sizing: live episodes x this must fit the memory the sandbox may take). For ``toolgym doctor``."""
+    with LocalSandbox(workers=1, max_sessions=sessions) as sb:
+        opened = [sb.session() for _ in range(sessions)]
+        for i, sess in enumerate(opened):
+            sess.run(f"x = {i}")
+        live, total = sb.session_memory()
+    if not live:
+        return "sandbox sessions: none started"
+    per = total / live / 2**20
+    return (
+        f"sandbox sessions: {per:.1f} MiB Pss each ({live} live interpreters: {total / 2**20:.0f} MiB); "
+        f"256 live episodes need ~{per * 256:.0f} MiB"
+    )
+
+
 __all__ = [
     "ALWAYS_ON",
     "BACKENDS",
@@ -76,13 +94,18 @@ __all__ = [
     "IsolationReport",
     "Limits",
     "LocalSandbox",
+    "NoSessionSlot",
+    "Reservation",
     "Sandbox",
     "SandboxSession",
     "SandboxUnavailable",
     "Session",
+    "SessionSlots",
     "Status",
     "close_shared_sandbox",
     "doctor_report",
     "get_sandbox",
+    "reserve_sessions",
+    "session_memory_figure",
     "shared_sandbox",
 ]

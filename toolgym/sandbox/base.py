@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
+from toolgym.sandbox.capacity import Reservation
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.result import ExecResult, IsolationReport
 
@@ -57,6 +58,11 @@ class Sandbox(ABC):
     @abstractmethod
     def session(self, *, limits: Limits | None = None, files: dict[str, str | bytes] | None = None) -> Any:
         """A new stateful interpreter session (see :class:`SandboxSession`)."""
+
+    def reserve_sessions(self, n: int) -> Reservation:
+        """Hold capacity for ``n`` sessions while the caller runs ``n`` episodes at once (release it when
+        they are done). A backend without a session cap reserves nothing."""
+        return Reservation(None, n)
 
     @property
     @abstractmethod

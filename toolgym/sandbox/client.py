@@ -61,6 +61,9 @@ class ServerHandle:
         self.sock: socket.socket | None = None
         self.hello: dict | None = None
         self.lock = threading.Lock()
+        #: how many times this server was started: a session knows the server that forked it died (and took
+        #: the session with it) when this changed or the server is down
+        self.launches = 0
 
     @property
     def alive(self) -> bool:
@@ -68,6 +71,7 @@ class ServerHandle:
 
     def launch(self) -> None:
         """Start the process and send its configuration (does not wait for it to be ready)."""
+        self.launches += 1
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.proc = subprocess.Popen(

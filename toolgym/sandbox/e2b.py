@@ -201,7 +201,11 @@ class E2BSandbox(Sandbox):
             )
 
     def session(
-        self, *, limits: Limits | None = None, files: dict[str, str | bytes] | None = None
+        self,
+        *,
+        limits: Limits | None = None,
+        files: dict[str, str | bytes] | None = None,
+        transient: bool = False,
     ) -> E2BSession:
         for name, data in (check_files(files) or {}).items():
             self._sandbox.files.write(f"{_WORKDIR}/{name}", data)

@@ -20,16 +20,22 @@ import random
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
+from toolgym.sandbox.capacity import (
+    DEFAULT_IDLE_S,
+    DEFAULT_WAIT_S,
+    MAX_SESSIONS,
+    Reservation,
+    SessionSlots,
+)
 from toolgym.sandbox.client import ServerDied, ServerHandle
 from toolgym.sandbox.isolation import LAYERS
 from toolgym.sandbox.limits import Limits
-from toolgym.sandbox.processes import process_table
+from toolgym.sandbox.processes import process_table, tree_memory
 from toolgym.sandbox.result import ExecResult, IsolationReport
 from toolgym.sandbox.session import Session, SessionProcess
 
@@ -76,7 +82,10 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
 SCIENTIFIC_PRELOAD: tuple[str, ...] = (*DEFAULT_PRELOAD, "random", "statistics", "numpy", "sympy")
 
 UID_BASE = 1_900_000_000  # sandbox uids (root only): far above any real or container range in common use
-UID_BLOCK = 1024  # uids per fork server: one for runs, the rest for its sessions
+#: uids per fork server: one for its runs, one per session it may host. A server can host every session of
+#: the sandbox (the others may be busy), transient ones (the code verifier's) included.
+UID_PER_SERVER = MAX_SESSIONS + 64
+UID_CELL = 4096  # a sandbox's uid range starts on a multiple of this, at random (two sandboxes rarely meet)
 _START_TIMEOUT = 120.0
 _REPLY_GRACE = 10.0  # beyond the run's own timeout, for setup, teardown and draining
 
@@ -93,7 +102,10 @@ class LocalSandbox(Sandbox):
         workers: int = 2,
         preload: Sequence[str] | None = None,
         *,
-        max_sessions: int = 64,
+        max_sessions: int | None = None,
+        session_wait_s: float = DEFAULT_WAIT_S,
+        session_idle_s: float = DEFAULT_IDLE_S,
+        slots: SessionSlots | None = None,
         disable: Iterable[str] = (),
         strict: bool = False,
         extra_paths: Sequence[str] = (),
@@ -105,7 +117,13 @@ class LocalSandbox(Sandbox):
             limits: default limits of every run (override per call).
             workers: number of fork servers, i.e. programs running at once.
             preload: modules each server imports once so children get them for free.
-            max_sessions: live session interpreters kept; beyond it the least recently used is evicted.
+            max_sessions: a fixed number of live session interpreters. ``None`` (default): as many as the
+                callers reserve (``reserve_sessions``), at least 64. A live session is never evicted for
+                room: a session beyond the capacity waits ``session_wait_s`` for a slot, then its call is a
+                ``sandbox_error``. See ``toolgym.sandbox.capacity``.
+            session_wait_s: how long a new session waits for a slot.
+            session_idle_s: a session unused this long may give its slot to a waiting one.
+            slots: a slot table to use instead (the process-wide sandbox's, which outlives restarts).
             disable: isolation layers to switch off (for measuring their cost); see ``isolation.LAYERS``.
             strict: raise SandboxUnavailable instead of warning when a layer is missing on this machine.
             extra_paths: host paths to expose read-only inside the sandbox (data sets, extra packages).
@@ -118,18 +136,18 @@ class LocalSandbox(Sandbox):
             raise ValueError(f"unknown isolation layers {sorted(unknown)}; known: {', '.join(LAYERS)}")
         if workers < 1:
             raise ValueError("workers must be >= 1")
-        if not 1 <= max_sessions < UID_BLOCK:
-            raise ValueError(f"max_sessions must be between 1 and {UID_BLOCK - 1}")
+        if slots is not None and max_sessions is not None:
+            raise ValueError("give max_sessions or slots, not both")
+        self._slots = slots or SessionSlots(max_sessions, wait_s=session_wait_s, idle_s=session_idle_s)
         self.limits = limits or Limits()
         self.workers = workers
         self._owner_pid = os.getpid()
-        self.max_sessions = max_sessions
         self.session_cpu_factor = session_cpu_factor
         self._closed = False
-        per_server = max(2, max_sessions + 1)  # each server can host every session if the others are busy
+        per_server = UID_PER_SERVER
         if uid_base is None:  # a random block below 2**31 (some tools still read uids as signed)
-            blocks = (2**31 - 1 - UID_BASE - workers * per_server) // (UID_BLOCK * 4)
-            uid_base = UID_BASE + random.randrange(blocks) * UID_BLOCK * 4
+            cells = (2**31 - 1 - UID_BASE - workers * per_server) // UID_CELL
+            uid_base = UID_BASE + random.randrange(cells) * UID_CELL
         self.uid_range = range(uid_base, uid_base + workers * per_server)
         probe_limits = self.limits.model_dump()
         self._servers = [
@@ -172,7 +190,7 @@ class LocalSandbox(Sandbox):
         self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
-        self._sessions: OrderedDict[Session, None] = OrderedDict()  # live session processes, LRU first
+        self._sessions: dict[Session, None] = {}  # sessions with a live process (transient ones too)
         self._sessions_lock = threading.Lock()
         self._all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._announce_missing(strict)
@@ -276,70 +294,90 @@ class LocalSandbox(Sandbox):
     # ------------------------------------------------------------ sessions
 
     def session(
-        self, *, limits: Limits | None = None, files: dict[str, str | bytes] | None = None
+        self,
+        *,
+        limits: Limits | None = None,
+        files: dict[str, str | bytes] | None = None,
+        transient: bool = False,
     ) -> Session:
-        """A stateful interpreter; its process starts on the first call."""
+        """A stateful interpreter; its process starts on the first call.
+
+        ``transient``: a short-lived session whose caller bounds how many exist at once (the code verifier's);
+        it takes no slot of the capacity, so it never waits behind the live episodes' sessions."""
         if self._closed:
             raise RuntimeError("sandbox is closed")
         lim = limits or self.limits
         lim = lim.model_copy(update={"cpu_s": lim.cpu_s * self.session_cpu_factor})
-        sess = Session(self, lim, check_files(files))
+        sess = Session(self, lim, check_files(files), transient=transient)
         self._all_sessions.add(sess)
         return sess
 
+    @property
+    def max_sessions(self) -> int:
+        """Live session interpreters this sandbox holds at once now (fixed, or what the callers reserved)."""
+        return self._slots.capacity
+
+    @property
+    def slots(self) -> SessionSlots:
+        return self._slots
+
+    def reserve_sessions(self, n: int) -> Reservation:
+        """Raise the capacity by ``n`` sessions while the caller runs ``n`` episodes at once; release the
+        reservation (or leave its ``with`` block) when they are done. A fixed ``max_sessions`` ignores it."""
+        return self._slots.reserve(n)
+
     def _open_session_process(self, sess: Session, limits: Limits, files: dict | None) -> SessionProcess:
-        self._make_room_for_session(sess)
-        header = {"op": "session", "limits": limits.model_dump()}
-        with self._server() as server:
-            reply, fds = server.open_session(header, {"files": files}, timeout=60.0)
-        if not reply.get("ok"):
-            raise RuntimeError(reply.get("detail", "session could not start"))
-        if len(fds) != 4:
-            for fd in fds:
-                os.close(fd)
-            raise RuntimeError("fork server handed over an unexpected number of descriptors")
-        proc = SessionProcess(fds, reply["pid"], reply["uid"])
+        """Start ``sess``'s interpreter; a counted session first takes a slot (waiting for one if needed:
+        ``NoSessionSlot`` when none came free)."""
+        if not sess.transient:
+            sess.waited_s += self._slots.acquire(sess)
+        try:
+            header = {"op": "session", "limits": limits.model_dump()}
+            with self._server() as server:
+                reply, fds = server.open_session(header, {"files": files}, timeout=60.0)
+                launches = server.launches
+            if not reply.get("ok"):
+                raise RuntimeError(reply.get("detail", "session could not start"))
+            if len(fds) != 4:
+                for fd in fds:
+                    os.close(fd)
+                raise RuntimeError("fork server handed over an unexpected number of descriptors")
+        except BaseException:
+            self._slots.release(sess)
+            raise
+        proc = SessionProcess(fds, reply["pid"], reply["uid"], server=server, launches=launches)
         with self._sessions_lock:
             self._sessions[sess] = None
         return proc
 
-    def _make_room_for_session(self, newcomer: Session) -> None:
-        """Evict least recently used idle sessions until there is room for one more live process."""
-        with self._sessions_lock:
-            victims = []
-            live = len(self._sessions)
-            for sess in list(self._sessions):
-                if live < self.max_sessions:
-                    break
-                if sess is newcomer or not sess.lock.acquire(blocking=False):
-                    continue  # busy right now: try the next least recently used
-                victims.append(sess)
-                del self._sessions[sess]
-                live -= 1
-        for sess in victims:
-            try:
-                sess.evict(f"evicted as least recently used; max_sessions={self.max_sessions}")
-            finally:
-                sess.lock.release()
+    async def _await_slot(self, sess: Session) -> None:
+        """Take ``sess``'s slot without holding a sandbox worker while it waits (``arun``)."""
+        if not sess.transient:
+            sess.waited_s += await self._slots.acquire_async(sess)
 
     def _touch_session(self, sess: Session) -> None:
-        with self._sessions_lock:
-            if sess in self._sessions:
-                self._sessions.move_to_end(sess)
+        self._slots.touch(sess)
 
     def _forget_session(self, sess: Session) -> None:
         with self._sessions_lock:
             self._sessions.pop(sess, None)
+        self._slots.release(sess)
 
     @property
     def live_sessions(self) -> int:
+        """Session interpreters alive now (transient ones included)."""
         with self._sessions_lock:
             return len(self._sessions)
 
     # ------------------------------------------------------------ lifecycle
 
     def restart_workers(self) -> None:
-        """Kill and restart every fork server (sessions are lost). Mostly for tests and recovery."""
+        """Kill and restart every fork server. Mostly for tests and recovery. The sessions die with their
+        servers; their next call says the state was lost through the sandbox's doing."""
+        with self._sessions_lock:
+            live = list(self._sessions)
+        for sess in live:
+            sess.evict("the sandbox restarted its fork servers", infra=True)
         for _ in self._servers:
             server = self._idle.get()
             server.kill()
@@ -358,6 +396,16 @@ class LocalSandbox(Sandbox):
                 if server.hello:
                     pids.add(int(server.hello["pid"]))
         return sorted(pids)
+
+    def session_memory(self) -> tuple[int, int]:
+        """(live session interpreters, the bytes they take together: the sum of their process trees' Pss).
+
+        Pss counts the pages a session shares with its fork server (the preloaded interpreter) and with the
+        other sessions proportionally, so the mean per session is what one more live episode costs: size a
+        worker's sandbox as sessions x that figure (``toolgym doctor`` prints it).
+        """
+        pids = self.session_pids()
+        return len(pids), sum(tree_memory(pid) for pid in pids)
 
     def session_pids(self) -> list[int]:
         """Host pids of the live session interpreters."""

@@ -52,6 +52,11 @@ class ExecResult(BaseModel):
     ``killed`` (died from a signal it brought on itself, e.g. SIGSEGV), ``sandbox_error`` (our failure, see
     ``detail``). ``stdout``/``stderr`` keep the head and the tail of each stream with a marker in between
     when the ``*_truncated`` flag is set. ``isolation`` is the report of the layers in effect for this run.
+
+    Session calls only: ``session_reset`` when the session's earlier state was lost before this call
+    (``detail`` says why), ``infra_reset`` when that loss was the sandbox's doing and not the program's (its
+    fork server died, the sandbox restarted, its idle slot was given away), and ``session_wait_s``, the
+    seconds this call waited for a session slot (``toolgym.sandbox.capacity``).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -69,6 +74,8 @@ class ExecResult(BaseModel):
     isolation: IsolationReport = IsolationReport()
     detail: str = ""
     session_reset: bool = False
+    infra_reset: bool = False
+    session_wait_s: float = 0.0
 
     @property
     def ok(self) -> bool:

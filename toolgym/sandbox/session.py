@@ -4,7 +4,11 @@ A fork server forks the session child with the same layers as a run and hands th
 the control socket, the stdout and stderr pipes and a pidfd. The parent then drives the child directly:
 it sends a snippet, pumps output with the same caps as a run, and enforces the wall timeout by SIGKILL
 through the pidfd (which kills the child's whole pid namespace). Nothing is re-executed: state lives in
-the child's memory, so a timeout, a crash or an LRU eviction loses it, and the next call says so.
+the child's memory, so a timeout or a crash loses it, and the next call says so (``session_reset``). When
+the loss was not the program's doing (the fork server that hosts the session died, the sandbox restarted, an
+idle session gave its slot away) the result also says ``infra_reset``, and a call cut short by the fork
+server's death is a ``sandbox_error``: a trainer must not blame the model. A session beyond the sandbox's
+capacity waits for a slot (``toolgym.sandbox.capacity``); the wait is reported as ``session_wait_s``.
 
 Replies from the child are untrusted (user code runs in that process and can write to the socket), so they
 are size-capped JSON and a malformed one ends the session.
@@ -21,11 +25,14 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from toolgym.core.waits import add_wait
+from toolgym.sandbox.capacity import NoSessionSlot
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.protocol import CappedStream, FrameReader, frame_json
 from toolgym.sandbox.result import ExecResult
 
 if TYPE_CHECKING:
+    from toolgym.sandbox.client import ServerHandle
     from toolgym.sandbox.local import LocalSandbox
 
 _READ_CHUNK = 1 << 16
@@ -34,14 +41,24 @@ _READ_CHUNK = 1 << 16
 class SessionProcess:
     """The parent's end of one live session child."""
 
-    def __init__(self, fds: list[int], pid: int, uid: int) -> None:
+    def __init__(
+        self, fds: list[int], pid: int, uid: int, server: ServerHandle | None = None, launches: int = 0
+    ) -> None:
         self.ctl, self.out, self.err, self.pidfd = fds
         self.pid = pid
         self.uid = uid
         self.alive = True
+        self._server = server
+        self._launches = launches
         for fd in (self.ctl, self.out, self.err):
             os.set_blocking(fd, False)
         self.host_pid = _pidfd_pid(self.pidfd)
+
+    def server_lost(self) -> bool:
+        """True if the fork server that forked this session died or was restarted since (the session dies
+        with it): a loss of state that is the sandbox's doing."""
+        server = self._server
+        return server is not None and (not server.alive or server.launches != self._launches)
 
     def exited(self) -> bool:
         """True if the process is gone (its pidfd polls readable)."""
@@ -191,19 +208,24 @@ def _classify_reply(reply: dict, limits: Limits) -> dict:
 class Session:
     """A stateful interpreter for one trajectory (``sandbox.session()``). Thread-safe, one call at a time.
 
-    The child process starts on the first call. ``Limits.cpu_s`` of a session is the CPU budget of the whole
-    session (one process); ``timeout_s`` applies to each call. Output that background threads or processes
-    of the session write between calls is reported with the next call.
+    The child process starts on the first call, once the session holds one of the sandbox's slots (it keeps
+    it until it is closed or its process ends). ``Limits.cpu_s`` of a session is the CPU budget of the whole
+    session (one process); ``timeout_s`` applies to each call. Output that background threads or processes of
+    the session write between calls is reported with the next call.
     """
 
-    def __init__(self, sandbox: LocalSandbox, limits: Limits, files: dict | None) -> None:
+    def __init__(self, sandbox: LocalSandbox, limits: Limits, files: dict | None, transient: bool = False):
         self._sandbox = sandbox
         self.limits = limits
         self._files = files
+        self.transient = transient
         self._proc: SessionProcess | None = None
         self._lost: str | None = None
+        self._lost_to_infra = False
         self._closed = False
         self.calls = 0
+        #: seconds spent waiting for a slot, not yet reported with a call's result
+        self.waited_s = 0.0
         self.lock = threading.Lock()
 
     @property
@@ -211,43 +233,98 @@ class Session:
         return self._proc is not None and self._proc.alive
 
     def run(self, code: str, *, stdin: str | None = None, timeout: float | None = None) -> ExecResult:
+        res = self._run(code, stdin, timeout)
+        add_wait(res.session_wait_s)  # against the episode running this call, if any (toolgym.core.waits)
+        return res
+
+    def _run(self, code: str, stdin: str | None, timeout: float | None) -> ExecResult:
         with self.lock:
             if self._closed:
                 raise RuntimeError("session is closed")
             reset_note = ""
             if self._proc is not None and self._proc.alive and self._proc.exited():
-                self._proc.kill()  # died between calls (CPU budget, a background crash, server restart)
-                self._proc = None
-                self._lost = "the session process died between calls"
-                self._sandbox._forget_session(self)
+                # died between calls: with its fork server (ours), or its own doing (CPU budget, a crash)
+                self._lose("the session process died between calls", infra=self._proc.server_lost())
+            infra_reset = False
             if self._proc is None or not self._proc.alive:
                 if self._lost:
                     reset_note = f"session was reset ({self._lost}): variables from earlier calls are gone. "
-                    self._lost = None
+                    infra_reset, self._lost, self._lost_to_infra = self._lost_to_infra, None, False
                 try:
                     self._proc = self._sandbox._open_session_process(self, self.limits, self._files)
                 except Exception as exc:
-                    return self._sandbox._sandbox_error(f"{reset_note}could not start the session: {exc}")
+                    why = f"could not start the session: {exc}"
+                    if isinstance(exc, NoSessionSlot):
+                        why, self.waited_s = str(exc), self.waited_s + exc.waited_s
+                    return self._result(
+                        {"status": "sandbox_error", "detail": f"{reset_note}{why}"}, infra_reset=infra_reset
+                    )
             self._sandbox._touch_session(self)
             self.calls += 1
-            fields = self._proc.call(code, stdin, timeout or self.limits.timeout_s, self.limits)
-            if not self._proc.alive:
-                self._lost = f"the previous call ended with status {fields['status']}"
-                self._proc = None
-                self._sandbox._forget_session(self)
+            proc = self._proc
+            fields = proc.call(code, stdin, timeout or self.limits.timeout_s, self.limits)
+            if not proc.alive:
+                if proc.server_lost():  # the fork server died mid-call and took the session with it
+                    lost = "the sandbox's fork server died during this call; the session's state is lost"
+                    fields.update(status="sandbox_error", detail=lost)
+                why = f"the previous call ended with status {fields['status']}"
+                self._lose(why, infra=proc.server_lost())
             if reset_note:
                 fields["detail"] = (reset_note + fields.get("detail", "")).strip()
-            return ExecResult(**fields, session_reset=bool(reset_note), isolation=self._sandbox.isolation)
+            return self._result(fields, reset=bool(reset_note), infra_reset=infra_reset)
+
+    def _result(self, fields: dict, *, reset: bool = False, infra_reset: bool = False) -> ExecResult:
+        waited, self.waited_s = self.waited_s, 0.0
+        return ExecResult(
+            **fields,
+            session_reset=reset,
+            infra_reset=infra_reset,
+            session_wait_s=waited,
+            isolation=self._sandbox.isolation,
+        )
+
+    def _lose(self, why: str, *, infra: bool) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+        self._proc = None
+        self._lost, self._lost_to_infra = why, infra
+        self._sandbox._forget_session(self)
 
     async def arun(self, code: str, *, stdin: str | None = None, timeout: float | None = None) -> ExecResult:
-        return await self._sandbox._bounded(lambda: self.run(code, stdin=stdin, timeout=timeout))
+        """``run`` for asyncio. A session that needs a slot waits for it here, holding no sandbox worker."""
+        res = None
+        if not self.alive and not self._closed:
+            try:
+                await self._sandbox._await_slot(self)
+            except NoSessionSlot as exc:
+                self.waited_s += exc.waited_s
+                res = self._result({"status": "sandbox_error", "detail": str(exc)})
+        if res is None:
+            res = await self._sandbox._bounded(lambda: self._run(code, stdin, timeout))
+        add_wait(res.session_wait_s)
+        return res
 
-    def evict(self, why: str) -> None:
-        """Kill the child (LRU eviction); the next call reports that state was lost."""
-        if self._proc is not None and self._proc.alive:
-            self._proc.kill()
-            self._proc = None
-            self._lost = why
+    def evict(self, why: str, *, infra: bool = True) -> None:
+        """Kill the child; the next call reports that state was lost (``infra``: through no fault of the
+        program). Waits for a call in progress to end."""
+        with self.lock:
+            if self._proc is not None and self._proc.alive:
+                self._lose(why, infra=infra)
+
+    def try_evict_idle(self, why: str) -> bool:
+        """For the slot table: evict now unless a call is in progress (then False); it drops the slot."""
+        if not self.lock.acquire(blocking=False):
+            return False
+        try:
+            if self._proc is not None:
+                self._proc.kill()
+                self._proc = None
+            self._lost, self._lost_to_infra = why, True
+            with self._sandbox._sessions_lock:
+                self._sandbox._sessions.pop(self, None)
+            return True
+        finally:
+            self.lock.release()
 
     def close(self) -> None:
         with self.lock:

@@ -3,6 +3,12 @@
 Each ``LocalSandbox`` starts fork servers (one per worker); giving every env its own would multiply processes
 and memory for no gain, and ``arun``'s bounded concurrency only protects the machine if everyone queues at the
 same pool.
+
+Its session capacity follows the callers (``toolgym.sandbox.capacity``): whoever runs N episodes at once in
+this process calls ``reserve_sessions(N)`` for as long as it runs them (the collector, the verl agent loop,
+the OpenEnv server do). The slot table lives here, not in the sandbox, so reservations made before the sandbox
+starts (it starts on first use) count, and survive ``close_shared_sandbox()``. ``TOOLGYM_SANDBOX_SESSIONS=N``
+fixes the capacity instead (the explicit cap).
 """
 
 from __future__ import annotations
@@ -11,10 +17,39 @@ import atexit
 import os
 import threading
 
+from toolgym.sandbox.capacity import Reservation, SessionSlots, check_capacity
 from toolgym.sandbox.local import LocalSandbox
 
+SESSIONS_ENV = "TOOLGYM_SANDBOX_SESSIONS"
+
 _shared: tuple[int, LocalSandbox] | None = None
+_slots: tuple[int, SessionSlots] | None = None
 _shared_lock = threading.Lock()
+
+
+def _fixed_capacity() -> int | None:
+    raw = os.environ.get(SESSIONS_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return check_capacity(int(raw), SESSIONS_ENV)
+    except ValueError as exc:
+        raise ValueError(f"{SESSIONS_ENV}={raw!r}: {exc}") from None
+
+
+def shared_slots() -> SessionSlots:
+    """The process-wide sandbox's slot table (this process's own after a fork)."""
+    global _slots
+    with _shared_lock:
+        if _slots is None or _slots[0] != os.getpid():
+            _slots = (os.getpid(), SessionSlots(_fixed_capacity()))
+        return _slots[1]
+
+
+def reserve_sessions(n: int) -> Reservation:
+    """Hold ``n`` session slots of the process-wide sandbox while the caller runs ``n`` episodes at once;
+    ``release()`` it (or use it as a ``with`` block) when they are done. Starts nothing."""
+    return shared_slots().reserve(n)
 
 
 def shared_sandbox() -> LocalSandbox:
@@ -24,9 +59,10 @@ def shared_sandbox() -> LocalSandbox:
     that started them.
     """
     global _shared
+    slots = shared_slots()
     with _shared_lock:
         if _shared is None or _shared[0] != os.getpid():
-            sb = LocalSandbox(workers=2)
+            sb = LocalSandbox(workers=2, slots=slots)
             atexit.register(sb.close)
             _shared = (os.getpid(), sb)
         return _shared[1]

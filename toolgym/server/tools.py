@@ -66,8 +66,10 @@ class ToolRuntime:
             raise ValueError(f"tool_options for tools not served: {sorted(stray)}")
         if sandbox is None and any(_takes_sandbox(name) for name in config.tools):
             from toolgym.sandbox import LocalSandbox
+            from toolgym.sandbox.capacity import MAX_SESSIONS
 
-            self.sandbox = LocalSandbox(workers=config.sandbox_workers, max_sessions=config.sandbox_sessions)
+            sessions = config.sandbox_sessions or min(config.max_sessions, MAX_SESSIONS)
+            self.sandbox = LocalSandbox(workers=config.sandbox_workers, max_sessions=sessions)
             self._own_sandbox = True
         factories = {name: self._factory(name) for name in config.tools}
         #: one instance per tool: the parser's and the schemas' source, and the shared stateless instances

@@ -49,10 +49,17 @@ class ToolServerConfig(BaseModel):
     max_batch: int = Field(default=1024, ge=1, description="trajectories or calls in one request")
     # per-trajectory state
     session_idle_timeout: float = Field(default=600.0, gt=0, description="free a trajectory idle this long")
-    max_sessions: int = Field(default=4096, ge=1, description="live trajectories; a new one beyond it: 503")
+    max_sessions: int = Field(
+        default=1024, ge=1, description="live trajectories; a new one beyond it: 503 (python: at most 1024)"
+    )
     # the sandbox the python tool runs in (started on the first call that needs it)
     sandbox_workers: int = Field(default=2, ge=1, description="programs running at once")
-    sandbox_sessions: int = Field(default=256, ge=1, lt=1024, description="live interpreter processes")
+    sandbox_sessions: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="live interpreters (default: max_sessions, so no live trajectory waits for one)",
+    )
 
     @field_validator("tools")
     @classmethod

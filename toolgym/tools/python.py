@@ -11,7 +11,12 @@ another.
 
 What the model sees: stdout, then stderr if any, then a status line when the run did not end normally
 (``[timed out after 10 s; ...]``). A failure of the program (exception, non-zero exit, timeout, memory,
-output flood) is ``status="error"``: the model's to fix. A failure of the sandbox is ``infra_error``.
+output flood) is ``status="error"``: the model's to fix. A failure of the sandbox is ``infra_error``, and so
+is any call after the episode's state was lost through the sandbox's doing (``ExecResult.infra_reset``: its
+fork server died, the sandbox restarted) or that found no session slot: the trainer can keep such an episode
+out of the loss (``Trajectory.trainable_for(exclude_infra_errors=True)``). A live episode's session is never
+evicted to make room (``toolgym.sandbox.capacity``); the seconds a call waited for a slot are in
+``metadata["wait_s"]``.
 """
 
 from __future__ import annotations
@@ -116,10 +121,13 @@ class PythonTool(Tool):
         return self._result(await self._current_session().arun(args.code, timeout=self.timeout))
 
     def _result(self, res: ExecResult) -> ToolResult:
-        status = "ok" if res.ok else "infra_error" if res.status == "sandbox_error" else "error"
+        if res.status == "sandbox_error" or res.infra_reset:
+            status = "infra_error"
+        else:
+            status = "ok" if res.ok else "error"
         return ToolResult(
             name=self.name,
             status=status,
             output=render_exec_result(res, self.timeout),
-            metadata={"exec_status": res.status},
+            metadata={"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)},
         )

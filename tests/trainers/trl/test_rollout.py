@@ -12,6 +12,7 @@ from toolgym.rollout.clients.errors import ClientError
 from toolgym.testing.scripted import ScriptedClient, oracle_policy
 from toolgym.trainers.trl_adapter import env_reward, make_rollout_func, prompt_dataset
 from toolgym.trainers.trl_adapter.data import KEY_FIELD, key_of_prompt
+from toolgym.trainers.trl_adapter.rollout import trl_outputs
 
 
 def fake_trainer(tokenizer, **over):
@@ -140,3 +141,34 @@ def test_budgets_and_sampling_come_from_the_trainer(renderer):
     # settings the HF backend cannot honour are an error, not a silent change
     with pytest.raises(ValueError, match="min_p"):
         make_rollout_func(env_id)(dataset["prompt"], fake_trainer(renderer.tokenizer, min_p=0.1))
+
+
+def test_an_episode_failed_by_our_infrastructure_stays_out_of_the_loss_unless_asked():
+    """``exclude_infra_errors`` (default on in ``make_rollout_func``): a tool call that failed through our
+    fault (here the retriever was down) makes the episode untrainable; off, it trains with its reward."""
+    from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Turn
+
+    down = ToolResult(name="search", status="infra_error", output="retriever unreachable")
+    traj = Trajectory(
+        task_id="t",
+        reward=1.0,
+        turns=[
+            Turn(
+                action="<search>x</search>",
+                parsed=ParsedAction(kind="tool_calls", tool_calls=(ToolCall(name="search"),)),
+                tool_results=(down,),
+            )
+        ],
+        prompt_ids=[1, 2],
+        response_ids=[3, 4],
+        response_mask=[1, 1],
+    )
+    assert traj.trainable and traj.stats()["infra_errors"] == 1.0
+    kept_out = trl_outputs([traj], filler_id=0, exclude_infra_errors=True)
+    assert kept_out["env_mask"] == [[0, 0]] and kept_out["env_reward"] == [None]
+    assert kept_out["env_infra_errors"] == [1]
+    trained = trl_outputs([traj], filler_id=0, exclude_infra_errors=False)
+    assert trained["env_mask"] == [[1, 1]] and trained["env_reward"] == [1.0]
+    logged = {}
+    env_reward(log_metric=logged.__setitem__, **kept_out)
+    assert logged["toolgym/infra_errors"] == 1.0 and logged["toolgym/untrainable"] == 1.0

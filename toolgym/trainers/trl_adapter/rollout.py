@@ -79,6 +79,7 @@ class ToolgymRolloutFunc:
         max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
         chat_template_kwargs: dict[str, Any] | None = None,
         client: LLMClient | None = None,
+        exclude_infra_errors: bool = True,
     ):
         for name, value in (
             ("max_response_tokens", max_response_tokens),
@@ -101,6 +102,7 @@ class ToolgymRolloutFunc:
         self.max_concurrent_episodes = max_concurrent_episodes
         self.chat_template_kwargs = chat_template_kwargs
         self.client = client
+        self.exclude_infra_errors = exclude_infra_errors
         self.last_trajectories: list[Trajectory] = []
         self.last_call = -1
         self._pool = EnvPool()
@@ -129,7 +131,10 @@ class ToolgymRolloutFunc:
             trajs = self._with_model(trainer, keys, config, renderer, call)
         self.last_trajectories, self.last_call = trajs, call
         return trl_outputs(
-            trajs, filler_id=_filler_id(renderer.tokenizer), max_prompt_tokens=config.max_prompt_tokens
+            trajs,
+            filler_id=_filler_id(renderer.tokenizer),
+            max_prompt_tokens=config.max_prompt_tokens,
+            exclude_infra_errors=self.exclude_infra_errors,
         )
 
     def close(self) -> None:
@@ -337,6 +342,7 @@ def make_rollout_func(
     max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
     chat_template_kwargs: dict[str, Any] | None = None,
     client: LLMClient | None = None,
+    exclude_infra_errors: bool = True,
 ) -> ToolgymRolloutFunc:
     """A ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes (see the module docstring).
 
@@ -352,6 +358,9 @@ def make_rollout_func(
         chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
         client: generate with this ``LLMClient`` instead of the trainer's policy (a scripted policy in tests,
             or a server whose weights you keep in sync yourself).
+        exclude_infra_errors: keep an episode whose tool calls failed through our fault (the sandbox lost
+            its state or had no slot for it, the retriever was down) out of the loss, as an untrainable one
+            (``Trajectory.trainable_for``); False trains on it with the reward it got.
     """
     return ToolgymRolloutFunc(
         env,
@@ -361,11 +370,16 @@ def make_rollout_func(
         max_concurrent_episodes=max_concurrent_episodes,
         chat_template_kwargs=chat_template_kwargs,
         client=client,
+        exclude_infra_errors=exclude_infra_errors,
     )
 
 
 def trl_outputs(
-    trajs: Sequence[Trajectory], *, filler_id: int, max_prompt_tokens: int | None = None
+    trajs: Sequence[Trajectory],
+    *,
+    filler_id: int,
+    max_prompt_tokens: int | None = None,
+    exclude_infra_errors: bool = False,
 ) -> dict[str, Any]:
     """TRL's rollout keys from trajectories, one row each, in order (see the module docstring).
 
@@ -382,6 +396,7 @@ def trl_outputs(
         "env_passed": [],
         "env_turns": [],
         "env_tool_calls": [],
+        "env_infra_errors": [],
         "env_stop_reason": [],
         "env_error": [],
         "env_task_id": [],
@@ -392,7 +407,8 @@ def trl_outputs(
         if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
             prompt = prompt[-max_prompt_tokens:]
         response = list(t.response_ids)
-        mask = t.training_mask
+        trainable = t.trainable_for(exclude_infra_errors)
+        mask = t.training_mask_for(exclude_infra_errors)
         logprobs = list(t.logprobs) if t.logprobs is not None else [0.0] * len(response)
         if not response:
             response, mask, logprobs = [filler_id], [0], [0.0]
@@ -400,10 +416,11 @@ def trl_outputs(
         out["completion_ids"].append(response)
         out["env_mask"].append(mask)
         out["logprobs"].append(logprobs)
-        out["env_reward"].append(float(t.reward) if t.trainable else None)
+        out["env_reward"].append(float(t.reward) if trainable else None)
         out["env_passed"].append(bool(t.verdict is not None and t.verdict.passed))
         out["env_turns"].append(t.num_turns)
         out["env_tool_calls"].append(t.tool_calls)
+        out["env_infra_errors"].append(t.infra_errors)
         out["env_stop_reason"].append(t.stop_reason or "")
         out["env_error"].append(t.error)
         out["env_task_id"].append(t.task_id)
@@ -422,7 +439,8 @@ def env_reward(
 ) -> list[float | None]:
     """The reward function to give TRL: the verifier's reward the rollout function returned for each sample
     (``None`` — unscorable, advantage 0 — for an untrainable episode). Logs the success rate, turns, tool
-    calls and the share of untrainable episodes as ``toolgym/*`` metrics."""
+    calls, tool calls that failed through our fault and the share of untrainable episodes as ``toolgym/*``
+    metrics."""
     if env_reward is None:
         raise ValueError(
             "env_reward found no env rewards: pass "
@@ -432,7 +450,12 @@ def env_reward(
     if log_metric is not None and rewards:
         n = len(rewards)
         log_metric("toolgym/untrainable", sum(r is None for r in rewards) / n)
-        for name, key in (("passed", "env_passed"), ("turns", "env_turns"), ("tool_calls", "env_tool_calls")):
+        for name, key in (
+            ("passed", "env_passed"),
+            ("turns", "env_turns"),
+            ("tool_calls", "env_tool_calls"),
+            ("infra_errors", "env_infra_errors"),
+        ):
             values = kwargs.get(key)
             if values:
                 log_metric(f"toolgym/{name}", float(np.mean([float(v) for v in values])))

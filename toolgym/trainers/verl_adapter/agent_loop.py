@@ -12,8 +12,10 @@ What verl needs and the loop guarantees:
 - lengths: the runner's budgets are verl's ``rollout.prompt_length``/``response_length`` (verl pads but never
   truncates; one over-long sample would break the whole batch). A prompt over its cap fails the episode and
   is left-truncated here only to keep the batch's shape.
-- a sample that must not train (the episode failed, or its verifier did) gets an all-zero mask and reward 0;
-  ``reward_extra_info.trainable`` says which, and ``error_*`` counts why.
+- a sample that must not train (the episode failed, or its verifier did, or, with ``exclude_infra_errors``
+  (the default), a tool call failed through our fault: the sandbox lost the episode's state or had no slot
+  for it, the retriever was down) gets an all-zero mask and reward 0; ``reward_extra_info.trainable`` says
+  which, and ``error``, ``infra_errors`` and ``wait_s`` count why.
 - ``extra_fields`` has the same keys for every sample (verl concatenates them across the batch).
 - at most ``max_concurrent_episodes`` episodes run at once per worker (verl starts a whole chunk at once, and
   each episode holds an env: a sandbox session, a search index).
@@ -49,7 +51,10 @@ class ToolgymAgentLoop(AgentLoopBase):
 
     Args (beyond verl's own, set in the agent-loop YAML):
         max_tokens_per_turn: tokens one model turn may generate (default: ``rollout.response_length``).
-        max_concurrent_episodes: episodes in flight per agent-loop worker.
+        max_concurrent_episodes: episodes in flight per agent-loop worker (each leases an env, and so
+            reserves one session slot of the worker's sandbox: ``toolgym.rollout.pool``).
+        exclude_infra_errors: keep an episode whose tool calls failed through our fault out of the loss
+            (``Trajectory.trainable_for``); False trains on it with the reward it got.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class ToolgymAgentLoop(AgentLoopBase):
         *args: Any,
         max_tokens_per_turn: int | None = None,
         max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
+        exclude_infra_errors: bool = True,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -80,6 +86,7 @@ class ToolgymAgentLoop(AgentLoopBase):
             self.config.actor_rollout_ref.model.path,
         )
         self.max_concurrent_episodes = max_concurrent_episodes
+        self.exclude_infra_errors = bool(exclude_infra_errors)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         try:
@@ -114,14 +121,15 @@ class ToolgymAgentLoop(AgentLoopBase):
     def _output(self, traj: Trajectory, client: VerlServerClient) -> AgentLoopOutput:
         prompt_ids = traj.prompt_ids[-self.prompt_length :]  # only a failed over-long prompt is cut
         response_ids = list(traj.response_ids)
-        mask = traj.training_mask
+        trainable = traj.trainable_for(self.exclude_infra_errors)
+        mask = traj.training_mask_for(self.exclude_infra_errors)
         logprobs = list(traj.logprobs) if traj.logprobs is not None else None
         if not prompt_ids:  # reset itself failed: a one-token placeholder keeps the batch's shapes valid
             prompt_ids = [self._filler_id()]
         if not response_ids:
             response_ids, mask = [self._filler_id()], [0]
             logprobs = [0.0] if logprobs is not None else None
-        reward = float(traj.reward) if traj.trainable else 0.0
+        reward = float(traj.reward) if trainable else 0.0
         return AgentLoopOutput(
             prompt_ids=prompt_ids,
             response_ids=response_ids,
@@ -131,7 +139,8 @@ class ToolgymAgentLoop(AgentLoopBase):
             num_turns=sum(m.get("role") != "system" for m in traj.messages),
             metrics={"generate_sequences": traj.generation_s, "tool_calls": traj.env_s},
             extra_fields={
-                "reward_extra_info": traj.stats(),  # numbers, fixed keys: verl logs them per data source
+                # numbers, fixed keys: verl logs them per data source
+                "reward_extra_info": {**traj.stats(), "trainable": float(trainable)},
                 "turn_scores": traj.turn_rewards,
                 "tool_rewards": [],
                 "min_global_steps": client.min_global_steps,

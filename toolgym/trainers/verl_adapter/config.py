@@ -63,6 +63,8 @@ class TrainConfig(BaseModel):
     max_tokens_per_turn: int | None = Field(None, ge=1)
     #: episodes one verl agent-loop worker runs at once
     max_concurrent_episodes: int | None = Field(None, ge=1)
+    #: False: train on episodes whose tool calls failed through our fault (default: keep them out of the loss)
+    exclude_infra_errors: bool | None = None
 
     # -- optimisation
     epochs: int = Field(1, ge=1)
@@ -152,11 +154,12 @@ class TrainConfig(BaseModel):
             kwargs.setdefault("max_turns", self.max_turns)
         return kwargs
 
-    def agent_loop_kwargs(self) -> dict[str, int]:
+    def agent_loop_kwargs(self) -> dict[str, int | bool]:
         """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
         chosen = {
             "max_tokens_per_turn": self.max_tokens_per_turn,
             "max_concurrent_episodes": self.max_concurrent_episodes,
+            "exclude_infra_errors": self.exclude_infra_errors,
         }
         return {k: v for k, v in chosen.items() if v is not None}
 

@@ -41,7 +41,7 @@ class RunPlan:
     val_file: Path
     #: the shipped agent-loop YAML, or ``<run_dir>/agent_loops.yaml`` when the config sets loop kwargs
     agent_loop_path: Path
-    agent_loop_kwargs: dict[str, int]
+    agent_loop_kwargs: dict[str, int | bool]
     attn_implementation: str
     overrides: list[str] = field(default_factory=list)
     #: environment the verl process needs on top of ours: toolgym's verl modules
@@ -401,7 +401,7 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
         )
 
 
-def write_agent_loop_config(path: Path, kwargs: dict[str, int]) -> None:
+def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool]) -> None:
     """A copy of the shipped agent-loop YAML with this run's loop kwargs (Hydra passes them to the loop)."""
     import yaml
 
