@@ -19,7 +19,7 @@ INSTALL_INPUTS := pyproject.toml requirements.lock scripts/install.py Makefile e
 CORE_TESTS := tests/core tests/envs tests/tools tests/sandbox tests/rewards tests/parsers tests/security tests/search
 CORE_VENV  = .venv-core-$(notdir $(PYTHON))
 
-.PHONY: install demo test test-core lint bench docs lock clean
+.PHONY: install demo test test-core core-venv lint bench docs lock clean
 
 install: $(STAMP)
 
@@ -48,10 +48,14 @@ bench: $(STAMP)
 
 # The core suite on another interpreter (make test-core PYTHON=python3.13), with only `toolgym[test]`
 # installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1).
-test-core:
+test-core: core-venv
+	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
+
+# the core suite's venv for PYTHON: toolgym with only the test extra (.ci/run builds these while the main
+# suite runs)
+core-venv:
 	test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
 	$(CORE_VENV)/bin/python scripts/install.py --python $(CORE_VENV)/bin/python --profile core
-	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
 
 # Re-resolve pyproject.toml's ranges in a throw-away venv and rewrite requirements.lock (commit both)
 lock:

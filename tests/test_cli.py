@@ -117,9 +117,20 @@ def test_bad_counts_and_model_paths_fail_before_any_engine_starts(capsys):
     assert "no model at /no/such/model" in err and "'tiny'" in err
 
 
+#: a vLLM log line at INFO level, from any of its processes: ``(EngineCore pid=1) INFO 11-25 09:47:48 [...``
+VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
+
+
 def test_demo_prints_the_reward_table():
-    out = run("demo", "--episodes", "1")
+    """Also the front door of every command that starts an in-process engine (the demo's tiny-model
+    rollouts): vLLM logs at WARNING unless ``--verbose``, so no INFO line (start-up or ``[shutdown]``) is
+    printed and the output ends with the demo's own summary."""
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
+    cmd = [*CLI, "demo", "--episodes", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert not VLLM_INFO.search(out.stdout + out.stderr), "vLLM INFO lines without --verbose"
+    assert "[shutdown]" not in out.stdout + out.stderr
     rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("toolgym/")]
     assert rows, out.stdout
     oracle_rows = [r for r in rows if "oracle" in r]

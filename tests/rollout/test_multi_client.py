@@ -6,7 +6,6 @@ import json
 
 import gymnasium as gym
 import pytest
-from fastapi import FastAPI, Request
 
 from toolgym.cli import main as cli_main
 from toolgym.rollout import Sampling, collect, make_client
@@ -14,6 +13,7 @@ from toolgym.rollout.clients.multi import MultiClient
 from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
 from toolgym.rollout.episode import RolloutConfig
 from toolgym.rollout.pool import draw_task
+from toolgym.testing.openai_scripted import scripted_completions_app
 from toolgym.testing.scripted import ScriptedClient, oracle_policy
 from toolgym.testing.servers import serve_in_thread
 
@@ -85,41 +85,15 @@ def test_a_new_episode_goes_to_the_engine_with_fewest_requests_in_flight(rendere
     assert slow.request_ids == ["a", "a"] and fast.request_ids == ["b", "c", "d"]
 
 
-def _completions_app(client: ScriptedClient) -> FastAPI:
-    """A tiny OpenAI-compatible completions server over a scripted client (token ids and logprobs)."""
-    app = FastAPI()
-
-    @app.post("/v1/completions")
-    async def completions(request: Request):
-        body = await request.json()
-        session = request.headers["x-request-id"]
-        gen = await client.generate(body["prompt"], Sampling(max_tokens=body["max_tokens"]), session)
-        choice = {
-            "index": 0,
-            "text": "",
-            "token_ids": gen.token_ids,
-            "logprobs": {"token_logprobs": gen.logprobs, "tokens": [f"token_id:{t}" for t in gen.token_ids]},
-            "finish_reason": gen.finish_reason,
-            "stop_reason": None,
-        }
-        return {"id": "cmpl", "object": "text_completion", "model": "fake", "choices": [choice]}
-
-    @app.get("/v1/models")
-    async def models():
-        return {"object": "list", "data": [{"id": "fake", "object": "model"}]}
-
-    return app
-
-
 def test_rollout_command_with_several_servers_writes_what_one_server_writes(
     renderer, policy, tmp_path, capsys
 ):
     servers = [ScriptedClient(renderer, policy) for _ in range(3)]
     args = ["rollout", "--env", ENV, "--model", "tiny", "--episodes", str(EPISODES), "--no-progress"]
     with (
-        serve_in_thread(_completions_app(servers[0])) as a,
-        serve_in_thread(_completions_app(servers[1])) as b,
-        serve_in_thread(_completions_app(servers[2])) as c,
+        serve_in_thread(scripted_completions_app(servers[0])) as a,
+        serve_in_thread(scripted_completions_app(servers[1])) as b,
+        serve_in_thread(scripted_completions_app(servers[2])) as c,
     ):
         assert cli_main([*args, "--server", a, "--out", str(tmp_path / "one.jsonl")]) == 0
         one_out = capsys.readouterr().out

@@ -1,14 +1,20 @@
 """``toolgym rollout`` and ``toolgym eval`` end to end, and the pass@k arithmetic."""
 
+import contextlib
 import json
 import os
-import re
 import subprocess
 import sys
+
+import gymnasium as gym
 
 from toolgym.core.types import Trajectory, Verdict
 from toolgym.rollout import RolloutConfig, load_trajectories
 from toolgym.rollout.evaluate import evaluate, score
+from toolgym.rollout.pool import draw_task
+from toolgym.testing.openai_scripted import scripted_completions_app
+from toolgym.testing.scripted import ScriptedClient, oracle_policy
+from toolgym.testing.servers import serve_in_thread
 
 
 def _traj(task_id, passed, turns=1):
@@ -58,57 +64,40 @@ def test_evaluate_uses_the_fixed_eval_split_with_k_samples(engine, tmp_path):
     assert 0.0 <= report.pass_at_1 <= report.pass_at_k <= 1.0
 
 
-#: a vLLM log line at INFO level, from any of its processes: ``(EngineCore pid=1) INFO 11-25 09:47:48 [...``
-VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
+ENVS = ("toolgym/Calculator-v0", "toolgym/Search-v0")
 
 
-def test_rollout_command_writes_trajectories_and_a_summary(tmp_path):
-    """Also the front door: by default the engine logs at WARNING, so the run ends with the summary table
-    and no vLLM INFO line (start-up or ``[shutdown]``) is printed at all (``--verbose`` shows them)."""
+def test_rollout_command_writes_trajectories_and_a_summary(renderer, tmp_path):
+    """``toolgym rollout`` as a user runs it (a new process), against a server that answers each env's tasks
+    with its oracle: the rewards are real, and the run ends with the summary table and the file it wrote.
+    (The in-process engine's start-up and its quiet logs are ``toolgym demo``'s test: tests/test_cli.py.)"""
+    tasks = {env_id: [draw_task(gym.make(env_id), seed) for seed in range(2)] for env_id in ENVS}
+    policies = [oracle_policy(env_id, env_tasks) for env_id, env_tasks in tasks.items()]
+
+    def policy(request_id, turn, prompt_text):
+        for env_policy in policies:
+            with contextlib.suppress(LookupError):
+                return env_policy(request_id, turn, prompt_text)
+        raise LookupError(f"no task of {ENVS} in the conversation of {request_id}")
+
     out = tmp_path / "r.jsonl"
-    cmd = [
-        sys.executable,
-        "-m",
-        "toolgym.cli",
-        "rollout",
-        "--env",
-        "toolgym/Calculator-v0",
-        "--env",
-        "toolgym/Search-v0",
-        "--model",
-        "tiny",
-        "--episodes",
-        "2",
-        "--group-size",
-        "2",
-        "--out",
-        str(out),
-        "--max-response-tokens",
-        "96",
-        "--max-tokens-per-turn",
-        "32",
-        "--no-progress",
-        "--format",
-        "hermes",
-    ]
-    # the user's environment, not the test suite's; unbuffered, so stdout is in the order it was written
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    args = ["--episodes", "2", "--group-size", "2", "--out", str(out), "--max-response-tokens", "2048"]
+    args += ["--max-tokens-per-turn", "128", "--no-progress"]
+    with serve_in_thread(scripted_completions_app(ScriptedClient(renderer, policy))) as url:
+        cmd = [sys.executable, "-m", "toolgym.cli", "rollout", "--env", ENVS[0], "--env", ENVS[1]]
+        cmd += ["--model", "tiny", "--server", url, *args]
+        env = os.environ | {"PYTHONUNBUFFERED": "1"}  # stdout in the order it was written
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "toolgym/Calculator-v0" in proc.stdout and "toolgym/Search-v0" in proc.stdout
-    assert "8 trajectories appended" in proc.stdout
     after_table = ("\n" + proc.stdout).split("\nenv ", 1)[1].splitlines()
     assert after_table[0].split()[:3] == ["episodes", "reward", "success"], proc.stdout[-2000:]
-    assert not [ln for ln in after_table if VLLM_INFO.search(ln) or "[shutdown]" in ln], proc.stdout[-2000:]
+    rows = {line.split()[0]: line.split() for line in after_table if line.startswith("toolgym/")}
+    assert sorted(rows) == sorted(ENVS) and all(row[1:3] == ["4", "1.000"] for row in rows.values())
     assert after_table[-1] == "8 trajectories appended to " + str(out)
-    assert not VLLM_INFO.search(proc.stdout + proc.stderr), "vLLM INFO lines without --verbose"
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == 8 and {row["env_id"] for row in lines} == {
-        "toolgym/Calculator-v0",
-        "toolgym/Search-v0",
-    }
-    assert all(len(row["response_ids"]) == len(row["response_mask"]) <= 96 for row in lines)
-    assert all(row["error"] is None for row in lines)
+    assert len(lines) == 8 and {row["env_id"] for row in lines} == set(ENVS)
+    assert all(row["reward"] == 1.0 and row["error"] is None for row in lines)
+    assert all(len(row["response_ids"]) == len(row["response_mask"]) <= 2048 for row in lines)
 
 
 def test_every_command_that_starts_an_engine_takes_verbose():

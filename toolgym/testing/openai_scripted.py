@@ -1,4 +1,6 @@
-"""A scripted OpenAI-compatible chat server: ``POST /v1/chat/completions`` answered by a scripted policy.
+"""Scripted OpenAI-compatible servers: ``POST /v1/chat/completions`` answered by a scripted policy
+(``scripted_chat_app``), and ``POST /v1/completions`` with token ids answered by a ``ScriptedClient``
+(``scripted_completions_app``: what ``toolgym rollout --server URL`` talks to, without an engine).
 
 Frameworks that talk to a model only over the OpenAI HTTP API (verifiers' clients, agent harnesses) can
 then be driven by an env's oracle end to end, offline, with rewards of 1.0 as well as 0.0: serve
@@ -55,6 +57,35 @@ def scripted_chat_app(policy: Policy, model: str = "scripted") -> FastAPI:
     return app
 
 
+def scripted_completions_app(client: Any, model: str = "scripted") -> FastAPI:
+    """vLLM's token-in/token-out completions endpoint over ``client`` (a ``ScriptedClient``): the prompt's
+    token ids in, the turn's token ids and logprobs out, each request under its ``X-Request-ID`` session."""
+    from toolgym.rollout.clients.base import Sampling
+
+    app = FastAPI()
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        session = request.headers["x-request-id"]
+        gen = await client.generate(body["prompt"], Sampling(max_tokens=body["max_tokens"]), session)
+        choice = {
+            "index": 0,
+            "text": "",
+            "token_ids": gen.token_ids,
+            "logprobs": {"token_logprobs": gen.logprobs, "tokens": [f"token_id:{t}" for t in gen.token_ids]},
+            "finish_reason": gen.finish_reason,
+            "stop_reason": None,
+        }
+        return {"id": "cmpl", "object": "text_completion", "model": model, "choices": [choice]}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{"id": model, "object": "model"}]}
+
+    return app
+
+
 def _text(content: Any) -> str:
     """A message's text: a string, or the text parts of a content list."""
     if isinstance(content, str):
@@ -64,4 +95,4 @@ def _text(content: Any) -> str:
     return ""
 
 
-__all__ = ["scripted_chat_app"]
+__all__ = ["scripted_chat_app", "scripted_completions_app"]
