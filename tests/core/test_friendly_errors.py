@@ -76,15 +76,19 @@ def test_an_invalid_task_dict_names_its_index_the_problem_and_the_fields():
 
 
 def test_a_missing_task_file_says_what_to_pass(tmp_path):
+    """Making the env reads nothing (an episode that pins its task never needs the file): the first draw
+    says what is missing."""
+    env = toolgym.make_env(tmp_path / "nope.jsonl", ["calculator"], agree)
     with pytest.raises(FileNotFoundError, match=r"no task file or dataset at .*nope.jsonl: pass a .jsonl"):
-        toolgym.make_env(tmp_path / "nope.jsonl", ["calculator"], agree)
+        env.reset(seed=0)
 
 
 def test_a_task_file_without_the_prompt_column_names_the_columns_and_the_fix(tmp_path):
     path = tmp_path / "qa.jsonl"
     path.write_text('{"id": "a", "question": "q", "answer": "1"}\n')
+    env = toolgym.make_env(path, ["calculator"], agree)
     with pytest.raises(ValueError, match=r"no 'prompt' column \(columns: \['answer', 'id', 'question'\]\)"):
-        toolgym.make_env(path, ["calculator"], agree)
+        env.reset(seed=0)
 
 
 @pytest.mark.parametrize("name", ["max_turns", "max_action_chars", "max_observation_chars"])

@@ -93,8 +93,9 @@ def test_jsonl_source(tmp_path):
 def test_jsonl_source_reports_the_bad_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(ROWS[0]) + "\n{not json\n")
+    source = jsonl_source(path, FIELDS)  # rows are parsed when drawn: the first one at load
     with pytest.raises(ValueError, match=r"bad.jsonl:2: not valid JSON"):
-        jsonl_source(path, FIELDS)
+        source.task_at(1)
     path.write_text("[1, 2]\n")
     with pytest.raises(ValueError, match="expected a JSON object"):
         jsonl_source(path, FIELDS)
@@ -135,8 +136,11 @@ def test_hf_sources_object_dict_and_disk(tmp_path):
 
 
 def test_load_tasks_errors(tmp_path):
+    missing = load_tasks(tmp_path / "missing.jsonl")  # lazy: nothing is read until a task is drawn
+    with pytest.raises(FileNotFoundError, match="no task file or dataset at"):
+        len(missing)
     with pytest.raises(FileNotFoundError):
-        load_tasks(tmp_path / "missing.jsonl")
+        load_tasks(tmp_path / "missing")  # no suffix and no directory: not a task file at all
     odd = tmp_path / "tasks.txt"
     odd.write_text("x")
     with pytest.raises(ValueError, match="don't know how to read"):

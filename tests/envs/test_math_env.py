@@ -151,7 +151,7 @@ def test_gsm8k_jsonl_file(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
     source = math_file_source(path)
     assert [t.answer for t in source] == ["72", "3600"]
-    assert source.tasks[0].data["answer"].endswith("#### 72")  # the full solution is kept
+    assert source.task_at(0).data["answer"].endswith("#### 72")  # the full solution is kept
     env = gym.make(ENV_ID, tasks=str(path))
     for task, answer in zip(source, ["72", "3,600"]):
         summary = play_script(
@@ -160,7 +160,7 @@ def test_gsm8k_jsonl_file(tmp_path):
             options={"task_id": task.id},
         )
         assert summary.reward == 1.0, summary
-    assert play_script(env, ["71"], options={"task_id": source.tasks[0].id}).reward == 0.0
+    assert play_script(env, ["71"], options={"task_id": source.task_at(0).id}).reward == 0.0
 
 
 def test_math_parquet_file(tmp_path):
@@ -168,11 +168,11 @@ def test_math_parquet_file(tmp_path):
     pq.write_table(pa.table(MATH_ROWS), path)
     source = math_file_source(path)
     assert [t.answer for t in source] == ["\\frac{5}{6}", "\\{-2, 2\\}"]
-    assert source.tasks[1].data["level"] == "Level 2"
+    assert source.task_at(1).data["level"] == "Level 2"
     env = gym.make(ENV_ID, tasks=path, action_format="react")
-    assert play_script(env, ["0.83"], options={"task_id": source.tasks[0].id}).reward == 0.0
-    assert play_script(env, ["5/6"], options={"task_id": source.tasks[0].id}).reward == 1.0
-    assert play_script(env, ["2, -2"], options={"task_id": source.tasks[1].id}).reward == 1.0
+    assert play_script(env, ["0.83"], options={"task_id": source.task_at(0).id}).reward == 0.0
+    assert play_script(env, ["5/6"], options={"task_id": source.task_at(0).id}).reward == 1.0
+    assert play_script(env, ["2, -2"], options={"task_id": source.task_at(1).id}).reward == 1.0
 
 
 def test_file_column_choice_and_errors(tmp_path):

@@ -189,5 +189,6 @@ def test_bad_task_files_fail_loudly(tmp_path):
         code_file_source(write_jsonl(tmp_path / "x.jsonl", [{"prompt": "p", "answer": "a"}]))
     with pytest.raises(ValueError, match="list of test strings"):
         code_file_source(write_jsonl(tmp_path / "y.jsonl", [{"prompt": "p", "tests": []}]))
-    with pytest.raises(FileNotFoundError):
-        gym.make(ENV_ID, tasks=str(tmp_path / "missing.jsonl"))
+    env = gym.make(ENV_ID, tasks=str(tmp_path / "missing.jsonl"))  # read on the first draw
+    with pytest.raises(FileNotFoundError, match=r"no task file at .*missing\.jsonl"):
+        env.reset(seed=0)

@@ -6,12 +6,23 @@ task) and by sampling with the env's own RNG (so seeding an env reproduces its t
 RNGs).
 
 Sources: ``ProceduralSource`` (tasks generated from an integer seed, unlimited), ``ListSource`` (in memory),
-and loaders for JSONL, Parquet and Hugging Face ``datasets`` that map columns to fields with ``FieldMap``.
+``RowSource`` (a task built from its row when drawn), and loaders for JSONL, Parquet and Hugging Face
+``datasets`` that map columns to fields with ``FieldMap``.
+
+Task files at training scale: a verl worker makes an env per concurrent episode, all with the same
+``tasks=`` file. So a file is read once per process and shared (``shared_file_source``: one immutable source
+per path, size, modification time, layout and the options that shape its tasks; a changed file is read
+again), kept compact (JSONL as its raw lines, Parquet as its Arrow table; a ``Task`` is built when drawn),
+and opened only when a task is drawn from it: ``LazyFileSource``, what the envs hold, never opens the file
+for an episode that pins its task (verl rows, ``options={"task": ...}``), so such rows still play after the
+file is gone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -99,7 +110,29 @@ class ProceduralSource(TaskSource):
         return [self.task_for_seed(s) for s in range(start, start + n)]
 
 
-class ListSource(TaskSource):
+class FiniteSource(TaskSource):
+    """A fixed number of tasks, each addressable by its position (``task_at``): sampled uniformly with the
+    caller's RNG, the first ``n`` as the evaluation split."""
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def task_at(self, index: int) -> Task:
+        """The task at ``index`` (0 <= index < len)."""
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        return self.task_at(int(rng.integers(0, len(self))))
+
+    def eval_tasks(self, n: int | None = None) -> list[Task]:
+        count = len(self) if n is None else min(n, len(self))
+        return [self.task_at(i) for i in range(count)]
+
+    def __iter__(self) -> Iterator[Task]:
+        return (self.task_at(i) for i in range(len(self)))
+
+
+class ListSource(FiniteSource):
     """A fixed list of tasks, looked up by id and sampled uniformly."""
 
     def __init__(self, tasks: Iterable[Task], name: str = "tasks"):
@@ -121,8 +154,8 @@ class ListSource(TaskSource):
                 f"no task with id {task_id!r} in {self.name!r} ({len(self.tasks):,} tasks)"
             ) from None
 
-    def sample(self, rng: np.random.Generator) -> Task:
-        return self.tasks[int(rng.integers(0, len(self.tasks)))]
+    def task_at(self, index: int) -> Task:
+        return self.tasks[index]
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -132,6 +165,212 @@ class ListSource(TaskSource):
 
     def __iter__(self) -> Iterator[Task]:
         return iter(self.tasks)
+
+
+class RowSource(FiniteSource):
+    """Tasks built from rows when they are drawn: ``to_task(row, index)`` on ``rows[index]``.
+
+    ``rows`` is any sequence of mappings (``JsonlRows``, ``ArrowRows``, a ``datasets.Dataset``): the source
+    keeps them as they are and holds no ``Task`` objects, so a 200k-row file costs its rows and nothing per
+    task. The first row is built at once, so a file in the wrong shape fails when it is loaded; any other
+    row's problem is raised, naming it, when that row is drawn. ``map`` adds a per-task step (normalising
+    tests, extracting a gold answer) on the same rows, without copying them.
+    """
+
+    def __init__(
+        self, rows: Sequence[Mapping[str, Any]], to_task: Callable[[Mapping[str, Any], int], Task], name: str
+    ):
+        self.name = name
+        self.rows = rows
+        self._to_task = to_task
+        self._ids: dict[str, int] | None = None
+        self._ids_lock = threading.Lock()
+        if len(rows) == 0:
+            raise ValueError(f"task source {name!r} is empty")
+        self.task_at(0)
+
+    def task_at(self, index: int) -> Task:
+        return self._to_task(self.rows[index], index)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def map(self, step: Callable[[Task], Task], name: str | None = None) -> RowSource:
+        """A source whose task ``i`` is ``step(this source's task i)``, over the same rows."""
+        inner = self._to_task
+        return RowSource(self.rows, lambda row, i: step(inner(row, i)), name or self.name)
+
+    def get(self, task_id: str) -> Task:
+        """By id: the first lookup builds an id -> row index (one pass over the rows, once per source)."""
+        with self._ids_lock:
+            if self._ids is None:
+                ids: dict[str, int] = {}
+                for i in range(len(self)):
+                    task_id_i = self.task_at(i).id
+                    if task_id_i in ids:
+                        raise ValueError(f"task source {self.name!r} has two tasks with id {task_id_i!r}")
+                    ids[task_id_i] = i
+                self._ids = ids
+        index = self._ids.get(str(task_id))
+        if index is None:
+            raise KeyError(f"no task with id {task_id!r} in {self.name!r} ({len(self):,} tasks)")
+        return self.task_at(index)
+
+
+class JsonlRows(Sequence[dict[str, Any]]):
+    """A JSON-lines file as one bytes buffer and the offsets of its lines, each parsed when asked for: the
+    file's size plus 16 bytes a row in memory, and no Python object per row. Blank lines are skipped; a line
+    that is not a JSON object is an error naming the file and line."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._data = data = self.path.read_bytes()
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+        starts = np.concatenate(([0], newlines + 1))
+        ends = np.concatenate((newlines, [len(data)]))
+        keep = ends - starts > 2  # longer lines hold something; the short ones are checked one by one
+        for i in np.flatnonzero(~keep):
+            keep[i] = bool(data[starts[i] : ends[i]].strip())
+        self._starts, self._ends = starts[keep], ends[keep]
+        self._linenos = np.flatnonzero(keep) + 1
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        line = self._data[self._starts[index] : self._ends[index]]
+        return _json_object(line, self.path, int(self._linenos[index]))
+
+
+class ArrowRows(Sequence[dict[str, Any]]):
+    """A Parquet file as its Arrow table (columnar, compact); a row becomes a dict when asked for."""
+
+    def __init__(self, path: str | Path):
+        import pyarrow.parquet as pq
+
+        self.table = pq.read_table(path)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(index)
+        return self.table.slice(index % n, 1).to_pylist()[0]
+
+
+def _json_object(line: bytes, path: Path, lineno: int) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+    return row
+
+
+# ------------------------------------------------------------------------------------ one copy per process
+
+_SHARED: dict[tuple, FiniteSource] = {}
+_SHARED_LOCKS: dict[tuple, threading.Lock] = {}
+_SHARED_GUARD = threading.Lock()
+
+
+def shared_file_source(
+    path: str | Path, layout: str, build: Callable[[Path], FiniteSource], **shape: Any
+) -> FiniteSource:
+    """The process's one source for this file: ``build(path)`` runs once per (path, size, modification time,
+    ``layout``, ``shape``), under a lock, however many envs and threads ask; a changed file is read again
+    (and the old copy dropped). ``shape`` are the options that change the tasks built from the rows."""
+    resolved = Path(path).resolve()
+    stat = resolved.stat()
+    shape_key = json.dumps(shape, sort_keys=True, default=repr)
+    key = (str(resolved), stat.st_size, stat.st_mtime_ns, layout, shape_key)
+    with _SHARED_GUARD:
+        found = _SHARED.get(key)
+        if found is not None:
+            return found
+        lock = _SHARED_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        with _SHARED_GUARD:
+            found = _SHARED.get(key)
+        if found is None:
+            found = build(resolved)
+            with _SHARED_GUARD:
+                stale = [k for k in _SHARED if k[0] == key[0] and k[3:] == key[3:] and k != key]
+                for old in stale:  # the file changed: its old copy goes
+                    del _SHARED[old]
+                    _SHARED_LOCKS.pop(old, None)
+                _SHARED[key] = found
+    return found
+
+
+def clear_shared_file_sources() -> None:
+    """Forget every shared task file (the next use reads it again)."""
+    with _SHARED_GUARD:
+        _SHARED.clear()
+        _SHARED_LOCKS.clear()
+
+
+class LazyFileSource(FiniteSource):
+    """A task file's tasks, read when first drawn, through ``shared_file_source``: what an env holds for
+    ``tasks=PATH``. Making the env opens nothing, and neither does an episode that pins its task. ``missing``
+    is the error a draw raises if the file does not exist (and was never read); if it disappears after it
+    was read, the copy already in memory keeps serving."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        layout: str,
+        build: Callable[[Path], FiniteSource],
+        *,
+        missing: str,
+        **shape: Any,
+    ):
+        self.path = Path(path)
+        self.name = self.path.stem
+        self.layout, self._build, self.missing, self.shape = layout, build, missing, shape
+        self._last: FiniteSource | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def loaded(self) -> FiniteSource:
+        """The shared source of the file as it is now (read now if it is not in memory yet)."""
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            if self._last is not None:
+                return self._last
+            raise FileNotFoundError(self.missing) from None
+        seen = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+        if self._last is not None and seen == self._seen:
+            return self._last  # unchanged since this env last looked: no lookup (a draw per reset)
+        source = shared_file_source(self.path, self.layout, self._build, **self.shape)
+        self._last, self._seen = source, seen
+        self.name = source.name
+        return source
+
+    def sample(self, rng: np.random.Generator) -> Task:
+        return self.loaded().sample(rng)
+
+    def task_at(self, index: int) -> Task:
+        return self.loaded().task_at(index)
+
+    def __len__(self) -> int:
+        return len(self.loaded())
+
+    def get(self, task_id: str) -> Task:
+        return self.loaded().get(task_id)
+
+    def eval_tasks(self, n: int | None = None) -> list[Task]:
+        return self.loaded().eval_tasks(n)
+
+    def describe(self) -> str:
+        return self.loaded().describe()
 
 
 class FieldMap(BaseModel):
@@ -172,9 +411,9 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _rows_to_source(rows: Iterable[Mapping[str, Any]], fields: FieldMap | None, name: str) -> ListSource:
+def _rows_to_source(rows: Sequence[Mapping[str, Any]], fields: FieldMap | None, name: str) -> RowSource:
     fields = fields or FieldMap()
-    return ListSource((fields.to_task(row, i, name) for i, row in enumerate(rows)), name=name)
+    return RowSource(rows, lambda row, i: fields.to_task(row, i, name), name=name)
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
@@ -183,34 +422,25 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            yield row
+            if line.strip():
+                yield _json_object(line.encode(), path, lineno)
 
 
-def jsonl_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> ListSource:
-    """Tasks from a JSON-lines file, one object per line (blank lines ignored)."""
+def jsonl_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> RowSource:
+    """Tasks from a JSON-lines file, one object per line (blank lines ignored), built when drawn."""
     path = Path(path)
-    return _rows_to_source(read_jsonl(path), fields, name or path.stem)
+    return _rows_to_source(JsonlRows(path), fields, name or path.stem)
 
 
-def parquet_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> ListSource:
-    """Tasks from a Parquet file (read with pyarrow)."""
-    import pyarrow.parquet as pq
-
+def parquet_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> RowSource:
+    """Tasks from a Parquet file (its Arrow table, read with pyarrow), built when drawn."""
     path = Path(path)
-    return _rows_to_source(pq.read_table(path).to_pylist(), fields, name or path.stem)
+    return _rows_to_source(ArrowRows(path), fields, name or path.stem)
 
 
 def hf_source(
     dataset: Any, fields: FieldMap | None = None, split: str = "train", name: str | None = None
-) -> ListSource:
+) -> RowSource:
     """Tasks from a Hugging Face ``datasets`` object, a ``DatasetDict`` (``split`` picks one), or a local
     path saved with ``save_to_disk`` or loadable by ``datasets.load_dataset`` (a data directory or script).
 
@@ -233,22 +463,39 @@ def hf_source(
         if split not in dataset:
             raise UnknownNameError(f"split {split!r} not in dataset (splits: {sorted(dataset)}); pass split=")
         dataset = dataset[split]
-    return _rows_to_source(iter(dataset), fields, name or "dataset")
+    return _rows_to_source(dataset, fields, name or "dataset")
 
 
-def load_tasks(spec: str | Path, fields: FieldMap | None = None) -> ListSource:
-    """Tasks from a path, by its suffix: ``.jsonl``/``.json`` lines, ``.parquet``, or a dataset directory."""
+def read_task_file(spec: str | Path, fields: FieldMap | None = None) -> RowSource:
+    """Read tasks from a path now, by its suffix: ``.jsonl``/``.json`` lines, ``.parquet``, or a dataset
+    directory (``load_tasks`` is the shared, lazy front of this)."""
     path = Path(spec)
     if not path.exists():
-        raise FileNotFoundError(
-            f"no task file or dataset at {path}: pass a .jsonl or .parquet file, or a saved dataset directory"
-        )
+        raise FileNotFoundError(missing_task_file(path))
     if path.is_dir():
         return hf_source(path, fields)
     if path.suffix in (".jsonl", ".json"):
         return jsonl_source(path, fields)
-    if path.suffix == ".parquet":
-        return parquet_source(path, fields)
-    raise ValueError(
-        f"don't know how to read tasks from {path.name!r}: use .jsonl, .parquet or a dataset dir"
+    return parquet_source(path, fields)
+
+
+def missing_task_file(path: Path) -> str:
+    return f"no task file or dataset at {path}: pass a .jsonl or .parquet file, or a saved dataset directory"
+
+
+def load_tasks(spec: str | Path, fields: FieldMap | None = None) -> FiniteSource:
+    """Tasks from a path, by its suffix: ``.jsonl``/``.json`` lines, ``.parquet``, or a dataset directory.
+
+    Shared and lazy (see the module docstring): the file is read on the first draw, once per process.
+    """
+    path = Path(spec)
+    if path.suffix not in (".jsonl", ".json", ".parquet") and not path.is_dir():
+        if not path.exists():
+            raise FileNotFoundError(missing_task_file(path))
+        raise ValueError(
+            f"don't know how to read tasks from {path.name!r}: use .jsonl, .parquet or a dataset dir"
+        )
+    shape = (fields or FieldMap()).model_dump()
+    return LazyFileSource(
+        path, "tasks", lambda p: read_task_file(p, fields), missing=missing_task_file(path), fields=shape
     )

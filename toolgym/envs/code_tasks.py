@@ -22,7 +22,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.task import FieldMap, ListSource, Task, TaskSource, jsonl_source, parquet_source
+from toolgym.core.task import (
+    FieldMap,
+    LazyFileSource,
+    ListSource,
+    RowSource,
+    Task,
+    TaskSource,
+    jsonl_source,
+    parquet_source,
+)
 
 SUBMIT = (
     "Test your code with the python tool, then give the complete code (the function and the imports it "
@@ -132,17 +141,14 @@ def _test_list(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def code_file_source(path: str | Path, example_tests: int = 1) -> ListSource:
+def code_file_source(path: str | Path, example_tests: int = 1) -> RowSource:
     """Tasks from an MBPP-style (``text``/``prompt``, ``test_list``, ``code``?, ``test_setup_code``?),
     AceCoder-style (``question``, ``test_cases``) or plain (``prompt``, ``tests``, ``entry_point``?,
     ``setup``?) JSONL or Parquet file. The first ``example_tests`` tests are shown in the prompt, which
     is how the model learns the function's name and signature; all of them are run."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(
-            f"no task file at {path}: tasks= takes 'humaneval', a .jsonl or .parquet file (MBPP, AceCoder or "
-            "prompt/tests columns), or a TaskSource"
-        )
+        raise FileNotFoundError(_missing_code_file(path))
     if path.suffix not in (".jsonl", ".json", ".parquet"):
         raise ValueError(f"don't know how to read code tasks from {path.name!r}: use .jsonl or .parquet")
     columns = _columns(path)
@@ -155,8 +161,7 @@ def code_file_source(path: str | Path, example_tests: int = 1) -> ListSource:
     answer_col = next((c for c in ("code", "canonical_solution", "solution") if c in columns), None)
     fields = FieldMap(prompt=prompt_col, answer=answer_col, id=id_col if id_col in columns else None)
     load = parquet_source if path.suffix == ".parquet" else jsonl_source
-    raw = load(path, fields, name=path.stem)
-    return ListSource((_normalise(t, tests_col, example_tests) for t in raw), name=raw.name)
+    return load(path, fields, name=path.stem).map(lambda task: _normalise(task, tests_col, example_tests))
 
 
 def _normalise(task: Task, tests_col: str, example_tests: int) -> Task:
@@ -184,4 +189,15 @@ def code_tasks(tasks: str | Path | TaskSource = "humaneval") -> TaskSource:
         return tasks
     if str(tasks).lower() == "humaneval":
         return humaneval_source()
-    return code_file_source(tasks)
+    path = Path(tasks)
+    if path.suffix not in (".jsonl", ".json", ".parquet"):
+        raise FileNotFoundError(_missing_code_file(path))
+    # read on the first draw, once per process (toolgym.core.task.shared_file_source)
+    return LazyFileSource(path, "code", code_file_source, missing=_missing_code_file(path))
+
+
+def _missing_code_file(path: Path) -> str:
+    return (
+        f"no task file at {path}: tasks= takes 'humaneval', a .jsonl or .parquet file (MBPP, AceCoder or "
+        "prompt/tests columns), or a TaskSource"
+    )

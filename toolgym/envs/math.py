@@ -18,7 +18,7 @@ from toolgym.core.registry import register_env
 from toolgym.core.task import ProceduralSource, Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
-from toolgym.envs.math_tasks import generate_math_task, math_file_source
+from toolgym.envs.math_tasks import generate_math_task, lazy_math_file_source
 from toolgym.rewards.math import DEFAULT_TIMEOUT, MathVerifier
 from toolgym.tools.base import make_tool
 
@@ -47,7 +47,7 @@ def math_tasks(
     if tasks is not None:
         if families:
             raise ValueError("families only applies to the procedural tasks, not to a task file")
-        return math_file_source(tasks)
+        return lazy_math_file_source(tasks)
     name = "math" if not families else "math-" + "+".join(sorted(families))
     generate_math_task(0, families)  # unknown family names fail here, at construction
     return ProceduralSource(name, partial(generate_math_task, families=tuple(families) if families else None))

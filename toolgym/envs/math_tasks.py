@@ -33,7 +33,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import UnknownNameError
-from toolgym.core.task import FieldMap, ListSource, Task, jsonl_source, parquet_source, read_jsonl
+from toolgym.core.task import (
+    FieldMap,
+    LazyFileSource,
+    RowSource,
+    Task,
+    jsonl_source,
+    parquet_source,
+    read_jsonl,
+)
 from toolgym.rewards.math import gold_from_solution
 from toolgym.tools.calculator import format_number
 
@@ -212,7 +220,7 @@ ANSWER_FIELDS = ("answer", "solution")
 
 def math_file_source(
     path: str | Path, question_field: str | None = None, answer_field: str | None = None
-) -> ListSource:
+) -> RowSource:
     """GSM8K/MATH-style tasks from a ``.jsonl`` or ``.parquet`` file (see the module docstring).
 
     The gold is reduced to the final answer (``gold_from_solution``); the original text stays in
@@ -220,22 +228,34 @@ def math_file_source(
     """
     path = Path(path)
     if path.suffix in (".jsonl", ".json", ".parquet") and not path.is_file():
-        raise FileNotFoundError(
-            f"no math task file at {path}: pass tasks= a .jsonl or .parquet file with question/answer "
-            "columns, or leave it out for the procedural tasks"
-        )
+        raise FileNotFoundError(_missing_math_file(path))
     columns = _columns(path)
     question = question_field or _pick(columns, QUESTION_FIELDS, path, "question")
     answer = answer_field or _pick(columns, ANSWER_FIELDS, path, "answer")
     fields = FieldMap(prompt=question, answer=None, id="id" if "id" in columns else None)
     loader = parquet_source if path.suffix == ".parquet" else jsonl_source
-    raw = loader(path, fields, name=path.stem)
-    tasks = []
-    for task in raw:
+
+    def with_gold(task: Task) -> Task:
         if task.data.get(answer) is None:
             raise ValueError(f"{path}: task {task.id!r} has no {answer!r}")
-        tasks.append(task.model_copy(update={"answer": gold_from_solution(task.data[answer])}))
-    return ListSource(tasks, name=raw.name)
+        return task.model_copy(update={"answer": gold_from_solution(task.data[answer])})
+
+    return loader(path, fields, name=path.stem).map(with_gold)
+
+
+def lazy_math_file_source(path: str | Path) -> LazyFileSource:
+    """``math_file_source`` read on the first draw, once per process (``shared_file_source``)."""
+    path = Path(path)
+    if path.suffix not in (".jsonl", ".json", ".parquet"):
+        raise ValueError(f"math tasks are read from .jsonl or .parquet files, got {path.name!r}")
+    return LazyFileSource(path, "math", math_file_source, missing=_missing_math_file(path))
+
+
+def _missing_math_file(path: Path) -> str:
+    return (
+        f"no math task file at {path}: pass tasks= a .jsonl or .parquet file with question/answer "
+        "columns, or leave it out for the procedural tasks"
+    )
 
 
 def _columns(path: Path) -> list[str]:
@@ -258,4 +278,4 @@ def _pick(columns: Sequence[str], choices: Sequence[str], path: Path, what: str)
     )
 
 
-__all__ = ["FAMILIES", "generate_math_task", "latex_number", "math_file_source"]
+__all__ = ["FAMILIES", "generate_math_task", "latex_number", "lazy_math_file_source", "math_file_source"]

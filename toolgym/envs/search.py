@@ -23,7 +23,7 @@ from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
 from toolgym.rewards.qa import QAVerifier
 from toolgym.search.base import Retriever
-from toolgym.search.qa_files import qa_source
+from toolgym.search.qa_files import lazy_qa_source
 from toolgym.search.world import KnowledgeWorld
 from toolgym.tools.search import SearchTool
 
@@ -62,7 +62,8 @@ def make_search_env(
     Args:
         world_size, world_seed: the generated world (documents and questions) used without ``tasks``.
         hops: documents per generated question: 1, 2 or 3, or several to draw from uniformly.
-        tasks: QA tasks instead of the world's (a ``TaskSource`` or a QA file for ``qa_source``); they need a
+        tasks: QA tasks instead of the world's (a ``TaskSource`` or a QA file for ``qa_source``, read once per
+            process on the first draw); they need a
             ``corpus``, ``index`` or ``retriever`` holding their answers.
         corpus, index, retriever: where to search instead of the world's BM25 index: a JSONL corpus
             (``{"id", "contents"}``), a saved ``BM25Index`` directory, a retriever URL or object.
@@ -77,7 +78,7 @@ def make_search_env(
     elif not own_documents:
         raise ValueError("QA tasks need documents to search: pass corpus=, index= or retriever=")
     else:
-        source = tasks if isinstance(tasks, TaskSource) else qa_source(tasks)
+        source = tasks if isinstance(tasks, TaskSource) else lazy_qa_source(tasks)
     from toolgym.search.sources import make_retriever  # here, not at the top: it loads bm25s and httpx
 
     searcher = make_retriever(

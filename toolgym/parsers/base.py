@@ -300,7 +300,7 @@ class ActionParser(ABC):
         if name is None:
             return None
         tool = self.tools[name]
-        schema = tool.parameters
+        schema = tool.parameters_view()
         properties = schema.get("properties", {})
         wanted = list(schema.get("required", [])) or ([tool.primary_arg] if tool.primary_arg else [])
         return ToolCall(
@@ -314,9 +314,8 @@ class ActionParser(ABC):
             return "No tools are available."
         entries = []
         for tool in self.tools.values():
-            entry = (
-                f"- {tool.name}: {tool.description}\n  arguments (JSON schema): {to_json(tool.parameters)}"
-            )
+            schema = to_json(tool.parameters_view())
+            entry = f"- {tool.name}: {tool.description}\n  arguments (JSON schema): {schema}"
             if bare_text:
                 entry += (
                     f"\n  plain text input fills `{tool.primary_arg}`; a JSON object gives all arguments"

@@ -10,30 +10,41 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgym.core.task import FieldMap, ListSource, load_tasks
+from toolgym.core.task import FieldMap, LazyFileSource, RowSource, Task, missing_task_file, read_task_file
 from toolgym.rewards.qa import golden_answers
 
 #: Search-R1's columns; other columns are not copied into the tasks (``FieldMap(data=None)`` keeps them all).
 QA_FIELDS = FieldMap(prompt="question", answer="golden_answers", id="id", data=())
 
 
-def qa_source(path: str | Path, fields: FieldMap = QA_FIELDS) -> ListSource:
+def qa_source(path: str | Path, fields: FieldMap = QA_FIELDS) -> RowSource:
     """QA tasks from a ``.jsonl``/``.parquet`` file or a dataset directory.
 
     Each task's ``answer`` is its first gold answer and ``data["golden_answers"]`` all of them (what
     ``QAVerifier`` checks). A row without gold answers is an error naming the row, not a silently unanswerable
     task.
     """
-    loaded = load_tasks(path, fields)
-    tasks = []
-    for task in loaded:
+
+    def with_golds(task: Task) -> Task:
         golds = golden_answers(task)
         if not golds:
             raise ValueError(
                 f"{path}: task {task.id!r} has no gold answers in column {fields.answer!r}; "
                 "pass fields=FieldMap(prompt=..., answer=...) naming the answer column"
             )
-        tasks.append(
-            task.model_copy(update={"answer": golds[0], "data": {**task.data, "golden_answers": golds}})
-        )
-    return ListSource(tasks, name=loaded.name)
+        return task.model_copy(update={"answer": golds[0], "data": {**task.data, "golden_answers": golds}})
+
+    return read_task_file(path, fields).map(with_golds)
+
+
+def lazy_qa_source(path: str | Path, fields: FieldMap = QA_FIELDS) -> LazyFileSource:
+    """``qa_source`` read on the first draw, once per process (``shared_file_source``): what Search-v0
+    holds for ``tasks=PATH``."""
+    path = Path(path)
+    return LazyFileSource(
+        path,
+        "qa",
+        lambda p: qa_source(p, fields),
+        missing=missing_task_file(path),
+        fields=fields.model_dump(),
+    )

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
+from toolgym.core.http import pooled_client
 from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.server.reward_api import BatchResult, ScoreResult
 
@@ -50,8 +51,7 @@ class RewardClient:
         self.retries = retries
         self.backoff = backoff
         self.batch_size = batch_size
-        limits = httpx.Limits(max_connections=max_workers, max_keepalive_connections=max_workers)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, limits=limits, transport=transport)
+        self._http = pooled_client(self.url, timeout=timeout, max_workers=max_workers, transport=transport)
         self._threads = ThreadPoolExecutor(max_workers, thread_name_prefix="toolgym-reward-client")
 
     def score(self, response: str, verification_info: Mapping[str, Any] | str) -> ScoreResult:

@@ -10,7 +10,9 @@ the same way for every tool. A typed function becomes a tool with ``Tool.from_fu
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
@@ -51,12 +53,17 @@ class Tool(ABC):
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (OpenAI ``function.parameters``)."""
-        schema = self.Args.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
+        """The JSON schema of the arguments (OpenAI ``function.parameters``): built once per ``Args`` class
+        (every env makes its tools, and a trainer makes an env per concurrent episode), a copy each time."""
+        return copy.deepcopy(_args_schema(self.Args))
+
+    def parameters_view(self) -> dict[str, Any]:
+        """``parameters`` without the copy, for readers that do not modify it (the parsers' instructions):
+        the schema shared by every instance of the tool class. Tools that compute ``parameters`` themselves
+        get their own."""
+        if type(self).parameters is Tool.parameters:
+            return _args_schema(self.Args)
+        return self.parameters
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema (what chat templates render as ``tools``)."""
@@ -147,6 +154,20 @@ class Tool(ABC):
 
     def close(self) -> None:
         """Release every resource the tool holds."""
+
+
+_SCHEMAS: weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _args_schema(args: type[BaseModel]) -> dict[str, Any]:
+    schema = _SCHEMAS.get(args)
+    if schema is None:
+        schema = args.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        _SCHEMAS[args] = schema
+    return schema
 
 
 def _call_id(call: ToolCall | dict[str, Any] | str) -> str | None:

@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolgym.core.http import pooled_client
 from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.core.types import ToolCall, ToolResult
 from toolgym.tools.base import Tool
@@ -146,8 +147,7 @@ class ToolServerClient:
         self.batch_size = batch_size
         #: prefixes this client's session ids, so trajectories of different processes never collide
         self.instance = uuid.uuid4().hex[:12]
-        limits = httpx.Limits(max_connections=max_workers, max_keepalive_connections=max_workers)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, limits=limits, transport=transport)
+        self._http = pooled_client(self.url, timeout=timeout, max_workers=max_workers, transport=transport)
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._slots = threading.BoundedSemaphore(max_workers)
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="toolgym-tool-client")

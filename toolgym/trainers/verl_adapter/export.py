@@ -32,7 +32,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from toolgym.core.task import ListSource, Task
+from toolgym.core.task import FiniteSource, Task
 from toolgym.envs.base import ToolEnv
 from toolgym.rollout.pool import EnvRequest, EpisodeKey, draw_task
 from toolgym.trainers.verl_adapter import AGENT_NAME
@@ -158,12 +158,12 @@ def _tasks(env: gym.Env, inner: ToolEnv, env_id: str, count: int, split: Split, 
                 f"ask for fewer rows (n) or give it more tasks"
             )
         return tasks
-    if isinstance(source, ListSource):
+    if isinstance(source, FiniteSource):
         rng = np.random.default_rng(seed)
         tasks: list[Task] = []
         while len(tasks) < count:
-            tasks += [source.tasks[i] for i in rng.permutation(len(source.tasks))]
-        return tasks[:count]
+            tasks += [source.task_at(int(i)) for i in rng.permutation(len(source))[: count - len(tasks)]]
+        return tasks
     return [draw_task(env, seed + i) for i in range(count)]
 
 
