@@ -97,16 +97,19 @@ def pytest_make_collect_report(collector):
 
 #: files that start a local Ray instance (directly, or through verl's trainer)
 RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
+#: files that use the session's vLLM server (``vllm_server``): on one worker, it starts once (~1 min of CPU)
+VLLM_SERVER_FILES = frozenset({"tests/examples/test_examples.py", "tests/rollout/test_openai_http_client.py"})
 
 
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
     and in order, as in a one-process run, and the files that start Ray share a worker, so that two Ray
-    instances never run at once. Session fixtures (the engine, the vLLM server) start once per worker."""
+    instances never run at once. Session fixtures (the engine, the vLLM server) start once per worker that
+    uses them: the vLLM server's two users share a worker too."""
     groups = {}
     for item in items:
         path = item.path.relative_to(config.rootpath).as_posix()
-        groups[item] = "ray" if path in RAY_FILES else path
+        groups[item] = "ray" if path in RAY_FILES else "vllm-server" if path in VLLM_SERVER_FILES else path
         item.add_marker(pytest.mark.xdist_group(groups[item]))
     # the Ray files are the longest group (two engines in Ray actors, a verl GRPO run): first, so that the
     # other worker works through the rest meanwhile instead of idling while it runs last

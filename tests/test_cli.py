@@ -126,7 +126,7 @@ def test_demo_prints_the_reward_table():
     rollouts): vLLM logs at WARNING unless ``--verbose``, so no INFO line (start-up or ``[shutdown]``) is
     printed and the output ends with the demo's own summary."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
-    cmd = [*CLI, "demo", "--episodes", "1"]
+    cmd = [*CLI, "demo", "--episodes", "1", "--llm-tasks", "1", "--group-size", "2"]  # the rollouts, fewer
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert not VLLM_INFO.search(out.stdout + out.stderr), "vLLM INFO lines without --verbose"
