@@ -101,19 +101,37 @@ RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.
 VLLM_SERVER_FILES = frozenset({"tests/examples/test_examples.py", "tests/rollout/test_openai_http_client.py"})
 
 
+def xdist_scope(path: str) -> str:
+    """The unit of work a test file belongs to under pytest-xdist: the Ray group, the vLLM-server group, or
+    the file itself."""
+    return "ray" if path in RAY_FILES else "vllm-server" if path in VLLM_SERVER_FILES else path
+
+
 def pytest_collection_modifyitems(config, items):
+    """The Ray files are the longest unit of work (two engines in Ray actors, a verl GRPO run): first, so
+    that the other worker works through the rest meanwhile instead of idling while it runs last."""
+    items.sort(key=lambda item: xdist_scope(item.path.relative_to(config.rootpath).as_posix()) != "ray")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
-    and in order, as in a one-process run, and the files that start Ray share a worker, so that two Ray
-    instances never run at once. Session fixtures (the engine, the vLLM server) start once per worker that
-    uses them: the vLLM server's two users share a worker too."""
-    groups = {}
-    for item in items:
-        path = item.path.relative_to(config.rootpath).as_posix()
-        groups[item] = "ray" if path in RAY_FILES else "vllm-server" if path in VLLM_SERVER_FILES else path
-        item.add_marker(pytest.mark.xdist_group(groups[item]))
-    # the Ray files are the longest group (two engines in Ray actors, a verl GRPO run): first, so that the
-    # other worker works through the rest meanwhile instead of idling while it runs last
-    items.sort(key=lambda item: groups[item] != "ray")
+    and in order, as in a one-process run; the files that start Ray share a worker, so that two Ray instances
+    never run at once, and so do the vLLM server's users, so that it starts once. Session fixtures (the
+    engine, the vLLM server) start once per worker that uses them.
+
+    This scheduler does it, not ``xdist_group`` marks: pytest-xdist 3.8's loadgroup appends ``@group`` to
+    each item's ``_nodeid``, which pytest 9.2 no longer reads (node ids come from their structured form), so
+    the marks grouped nothing and every test was scheduled on its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid.split("::", 1)[0])
+
+    return FileScopes(config, log)
 
 
 class Engine:
