@@ -124,13 +124,13 @@ VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
 def test_demo_prints_the_reward_table():
     """Also the front door of every command that starts an in-process engine (the demo's tiny-model
     rollouts): vLLM logs at WARNING unless ``--verbose``, so no INFO line (start-up or ``[shutdown]``) is
-    printed and the output ends with the demo's own summary."""
+    printed. Its warnings still are (on a loaded machine, "[shutdown] ... force killing" an engine process
+    that did not exit in time)."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
     cmd = [*CLI, "demo", "--episodes", "1", "--llm-tasks", "1", "--group-size", "2"]  # the rollouts, fewer
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert not VLLM_INFO.search(out.stdout + out.stderr), "vLLM INFO lines without --verbose"
-    assert "[shutdown]" not in out.stdout + out.stderr
     rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("toolgym/")]
     assert rows, out.stdout
     oracle_rows = [r for r in rows if "oracle" in r]
