@@ -197,7 +197,7 @@ class SessionSlots:
             if now - last < self.idle_s:
                 return False  # ordered by last use: every later one is more recent
             if holder.try_evict_idle(f"its slot was given to another session after {now - last:.0f} s idle"):
-                del self._held[holder]
+                self._held.pop(holder, None)  # the eviction released it already (a reentrant lock)
                 self.stats["reclaimed_idle"] += 1
                 return True
         return False

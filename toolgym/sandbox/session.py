@@ -264,11 +264,11 @@ class Session:
             proc = self._proc
             fields = proc.call(code, stdin, timeout or self.limits.timeout_s, self.limits)
             if not proc.alive:
-                if proc.server_lost():  # the fork server died mid-call and took the session with it
+                server_lost = proc.server_lost()
+                if server_lost:  # the fork server died mid-call and took the session with it
                     lost = "the sandbox's fork server died during this call; the session's state is lost"
                     fields.update(status="sandbox_error", detail=lost)
-                why = f"the previous call ended with status {fields['status']}"
-                self._lose(why, infra=proc.server_lost())
+                self._lose(f"the previous call ended with status {fields['status']}", infra=server_lost)
             if reset_note:
                 fields["detail"] = (reset_note + fields.get("detail", "")).strip()
             return self._result(fields, reset=bool(reset_note), infra_reset=infra_reset)
@@ -312,16 +312,11 @@ class Session:
                 self._lose(why, infra=infra)
 
     def try_evict_idle(self, why: str) -> bool:
-        """For the slot table: evict now unless a call is in progress (then False); it drops the slot."""
+        """For the slot table: evict now unless a call is in progress (then False)."""
         if not self.lock.acquire(blocking=False):
             return False
         try:
-            if self._proc is not None:
-                self._proc.kill()
-                self._proc = None
-            self._lost, self._lost_to_infra = why, True
-            with self._sandbox._sessions_lock:
-                self._sandbox._sessions.pop(self, None)
+            self._lose(why, infra=True)
             return True
         finally:
             self.lock.release()
