@@ -282,7 +282,7 @@ def score(verifier, task, code):
 
 
 @pytest.mark.parametrize("name", sorted(HACKS))
-def test_hack_scores_zero_and_the_real_solution_one(verifier, name):
+def test_hack_scores_zero_and_the_real_solution_one(verifier, name, sb):
     hacked = score(verifier, ADD, HACKS[name])
     assert hacked.reward == 0.0 and not hacked.passed, (name, hacked)
     assert hacked.details["tests_passed"] == 0
@@ -290,7 +290,11 @@ def test_hack_scores_zero_and_the_real_solution_one(verifier, name):
     # budget, and the harness was not left to the session's wall clock
     reasons = [failure["reason"] for failure in hacked.details["failures"]]
     assert len(reasons) == len(ADD_TESTS), reasons
-    assert not any("total budget" in r or "harness stopped" in r for r in reasons), reasons
+    if name == "kill_every_other_process" and "pid_namespace" not in sb.isolation.active:
+        # without a pid namespace the harness is not pid 1 and a test's kill -1 reaches it: still 0
+        assert all("harness stopped" in r for r in reasons), reasons
+    else:
+        assert not any("total budget" in r or "harness stopped" in r for r in reasons), reasons
     honest = score(verifier, ADD, CORRECT_ADD)
     assert honest.reward == 1.0 and honest.passed, honest
 

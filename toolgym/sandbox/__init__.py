@@ -55,6 +55,15 @@ def doctor_report() -> list[tuple[str, bool, str]]:
     try:
         report = sb.isolation
         rows.append(("mode", True, report.details.get("mode", "")))
+        rows.append(("setup", True, setup_name(report)))
+        rows.append(
+            (
+                "canary",
+                not report.broken,
+                report.broken
+                or "a child imports its packages (stdlib C extensions, numpy) and reads sys.path",
+            )
+        )
         for layer in LAYERS:
             if layer in report.missing:
                 rows.append((layer, False, report.missing[layer]))
@@ -64,6 +73,21 @@ def doctor_report() -> list[tuple[str, bool, str]]:
     finally:
         sb.close()
     return rows
+
+
+def setup_name(report: IsolationReport) -> str:
+    """Which row of the docs' "Running in containers and clusters" table this machine is."""
+    mode = report.details.get("mode", "")
+    view = "fs_view" in report.active
+    if mode == "root":
+        return (
+            "root on a host (every layer)"
+            if view
+            else "root without CAP_SYS_ADMIN (a Docker/Kubernetes container)"
+        )
+    if mode == "userns":
+        return "a user with user namespaces (every layer)"
+    return "a user without user namespaces (a cluster job in a pod, or a locked-down host)"
 
 
 def session_memory_figure(sessions: int = 16) -> str:

@@ -39,6 +39,7 @@ MNT_DETACH = 0x2
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_SET_KEEPCAPS = 8
 PR_CAPBSET_DROP = 24
 PR_SET_SECUREBITS = 28
 PR_SET_NO_NEW_PRIVS = 38
@@ -60,6 +61,7 @@ libc.unshare.argtypes = (ctypes.c_int,)
 libc.setns.argtypes = (ctypes.c_int, ctypes.c_int)
 libc.prctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong)
 libc.syscall.restype = ctypes.c_long
+libc.setfsuid.argtypes = (ctypes.c_uint32,)
 
 
 def _check(ret: int, what: str, path: str | None = None) -> int:
@@ -158,6 +160,30 @@ def drop_all_capabilities() -> None:
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def set_capabilities(mask: int) -> None:
+    """Make ``mask`` the effective and permitted capability sets (inheritable empty)."""
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    for i in (0, 1):
+        word = (mask >> (32 * i)) & 0xFFFFFFFF
+        data[i].effective = data[i].permitted = word
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+
+
+def setfsuid(uid: int) -> None:
+    """Set the filesystem uid (the uid the kernel checks file access against); raises if it did not take.
+
+    ``setfsuid`` reports no error, only the previous value: the result is read back from /proc.
+    """
+    libc.setfsuid(uid)
+    with open("/proc/self/status", "rb") as fh:
+        for line in fh:
+            if line.startswith(b"Uid:"):
+                if int(line.split()[4]) != uid:
+                    raise OSError(1, f"setfsuid({uid}) did not take")
+                return
 
 
 def capability_effective() -> int:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from toolgym.sandbox import _linux as lx
+from toolgym.sandbox import landlock
 from toolgym.sandbox.fsview import rebind_read_only
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 SANDBOX_HOME = "/tmp"  # cwd, HOME and TMPDIR of sandboxed code (a private tmpfs with fs_view)
 NOBODY = 65534
+_CAP_SETUID = 7
 _CAP_SYS_ADMIN = 21
 
 
@@ -76,12 +78,38 @@ def _set_rlimits(limits: dict, shared_uid: bool = False) -> None:
         resource.setrlimit(res, value)
 
 
-def _drop_user_root(uid: int) -> None:
+def _drop_user_root(uid: int, fs_as_root: bool = False) -> None:
+    """Become ``uid`` (real, effective, saved) with no group and no capability.
+
+    ``fs_as_root``: keep file access as uid 0 (the interpreter lies under a 0700 directory of root's, and
+    there is no read-only view to re-expose it). The capabilities are kept across the uid change only long
+    enough to set the filesystem uid, then every set is emptied: the process is ``uid`` to signals,
+    ``ptrace`` and ``RLIMIT_NPROC``, and root without any capability to file permission checks, which
+    Landlock (required for this mode) narrows to the allowlist.
+    """
     os.setgroups([])
     os.setresgid(uid, uid, uid)
+    if fs_as_root:
+        lx.prctl(lx.PR_SET_KEEPCAPS, 1)
     os.setresuid(uid, uid, uid)
+    if fs_as_root:
+        lx.set_capabilities(1 << _CAP_SETUID)
+        lx.setfsuid(0)
+        lx.prctl(lx.PR_SET_KEEPCAPS, 0)
+        lx.drop_all_capabilities()
     if lx.capability_effective() != 0:
         raise SetupError("capabilities survived the uid change")
+
+
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
+
+
+def _enter_landlock(plan: ServerPlan, spec: ChildSpec) -> None:
+    """Confine this child to its Landlock domain: read ``plan.landlock_read``, write only its own dir."""
+    if lx.libc.prctl(lx.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1:
+        lx.prctl(lx.PR_SET_NO_NEW_PRIVS, 1)  # Landlock's condition (no CAP_SYS_ADMIN needed then)
+    own = ["/tmp", "/dev/shm"] if plan.has("fs_view") else [spec.host_tmp] if spec.host_tmp else []
+    landlock.restrict(plan.landlock_read, own, _DEVICES, abi=plan.landlock_abi)
 
 
 def _drop_user_userns() -> None:
@@ -143,9 +171,11 @@ def child_steps(plan: ServerPlan, spec: ChildSpec) -> list[tuple[str, Callable[[
         steps.append(("rlimits", lambda: _set_rlimits(spec.limits, shared_uid=shared)))
     if has("unprivileged_user"):
         if root_mode:
-            steps.append(("unprivileged_user", lambda: _drop_user_root(spec.uid)))
+            steps.append(("unprivileged_user", lambda: _drop_user_root(spec.uid, plan.fs_as_root)))
         else:
             steps.append(("unprivileged_user", _drop_user_userns))
+    if has("landlock"):
+        steps.append(("landlock", lambda: _enter_landlock(plan, spec)))
     return steps
 
 

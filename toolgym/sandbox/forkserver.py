@@ -42,7 +42,14 @@ from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import child as childmod
 from toolgym.sandbox import isolation as iso
 from toolgym.sandbox.child_setup import SANDBOX_HOME, make_private_dir
-from toolgym.sandbox.processes import MEMORY_CHECK_S, host_pid_of, own_host_pid, sweep_uid, tree_memory
+from toolgym.sandbox.processes import (
+    MEMORY_CHECK_S,
+    dir_usage,
+    host_pid_of,
+    own_host_pid,
+    sweep_uid,
+    tree_memory,
+)
 from toolgym.sandbox.protocol import (
     CappedStream,
     FrameReader,
@@ -69,7 +76,8 @@ class ForkServer:
         self.config = config
         self.uid_lo: int = config["uid_lo"]
         self.free_uids = list(range(self.uid_lo + config["uid_count"] - 1, self.uid_lo, -1))
-        self.sessions: dict[int, tuple[int, int, str | None]] = {}  # pidfd -> (pid, uid, host tmp dir)
+        # pidfd -> (pid, uid, host tmp dir, its disk limit)
+        self.sessions: dict[int, tuple[int, int, str | None, int]] = {}
         self.session_memory: dict[int, int] = {}  # pidfd -> memory limit of its whole process tree
         self.next_session_check = 0.0
         self.forks = 0
@@ -150,12 +158,14 @@ class ForkServer:
             self.shutdown()
 
     def shutdown(self) -> None:
-        for pidfd, (pid, _, _) in list(self.sessions.items()):
+        for pidfd, (pid, *_) in list(self.sessions.items()):
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         if self.plan.host_tmp_base:
+            with contextlib.suppress(OSError):
+                os.chmod(self.plan.host_tmp_base, 0o700)  # it was not listable (0311) while serving
             shutil.rmtree(self.plan.host_tmp_base, ignore_errors=True)
 
     def _check_session_memory(self) -> None:
@@ -166,13 +176,14 @@ class ForkServer:
         self.next_session_check = now + _SESSION_MEMORY_CHECK_S
         for pidfd, limit in self.session_memory.items():
             host_pid = host_pid_of(pidfd)
-            if host_pid and tree_memory(host_pid) > limit:
+            _, _, host_tmp, disk = self.sessions[pidfd]
+            if (host_pid and tree_memory(host_pid) > limit) or (host_tmp and dir_usage(host_tmp) > disk):
                 with contextlib.suppress(OSError):
                     signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
     def _reap_session(self, pidfd: int) -> None:
         self.session_memory.pop(pidfd, None)
-        pid, uid, host_tmp = self.sessions.pop(pidfd)
+        pid, uid, host_tmp, _ = self.sessions.pop(pidfd)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
         os.close(pidfd)
@@ -224,8 +235,8 @@ class ForkServer:
         if self.plan.has("fs_view") or not self.plan.host_tmp_base:
             return None
         path = make_private_dir(self.plan.host_tmp_base)
-        if self.plan.mode == "root" and self.plan.has("unprivileged_user"):
-            os.chown(path, uid, uid)
+        if self.plan.mode == "root" and self.plan.has("unprivileged_user") and not self.plan.fs_as_root:
+            os.chown(path, uid, uid)  # (with file access as uid 0 the child owns what root owns)
         return path
 
     # ------------------------------------------------------------ runs
@@ -247,7 +258,7 @@ class ForkServer:
             finally:
                 for fd in theirs.values():
                     os.close(fd)
-            reply = self._watch(pid, t0, timeout, limits, mine, uid, out, err)
+            reply = self._watch(pid, t0, timeout, limits, mine, uid, out, err, host_tmp)
             if host_tmp:  # gone before the caller hears the run is over
                 _rmtree_forcefully(host_tmp)
                 host_tmp = None
@@ -285,8 +296,10 @@ class ForkServer:
         uid: int,
         out: CappedStream,
         err: CappedStream,
+        host_tmp: str | None = None,
     ) -> dict:
-        """Pump output, enforce the wall clock and output limits, reap, classify."""
+        """Pump output, enforce the wall clock, memory, disk (``host_tmp``: a run dir on the host's disk,
+        where no private tmpfs bounds it) and output limits, reap, classify."""
         pidfd = os.pidfd_open(pid)
         streams = {fds["out"]: out, fds["err"]: err}
         status_reader: FrameReader = FrameReader()
@@ -315,6 +328,9 @@ class ForkServer:
                     host_pid = host_pid or host_pid_of(pidfd)
                     if host_pid and tree_memory(host_pid) > limits["memory_bytes"]:
                         reason = "memory"
+                        break
+                    if host_tmp and dir_usage(host_tmp) > limits["disk_bytes"]:
+                        reason = "disk"
                         break
                 wait = min(remaining, max(0.0, next_memory_check - now))
                 for fd, _ in poller.poll(wait * 1000):
@@ -414,7 +430,7 @@ class ForkServer:
                 _rmtree_forcefully(header["host_tmp"])
             send(self.sock, {"ok": False, "detail": f"session setup failed: {why}"})
             return
-        self.sessions[pidfd] = (pid, uid, header["host_tmp"])
+        self.sessions[pidfd] = (pid, uid, header["host_tmp"], header["limits"]["disk_bytes"])
         self.session_memory[pidfd] = header["limits"]["memory_bytes"]
         socket.send_fds(self.sock, [b"F"], [mine["ctl"], mine["out"], mine["err"], pidfd])
         send(self.sock, {"ok": True, "pid": pid, "uid": uid, "host_tmp": header["host_tmp"]})

@@ -22,7 +22,7 @@ class ViewError(RuntimeError):
 
 # Top-level system directories exposed read-only (when present). /etc is needed for locale, TLS roots,
 # /etc/passwd lookups; its secrets (shadow, ssh host keys) are unreadable by the unprivileged uid.
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _MOUNT_OPTION_FLAGS = {
     "nosuid": lx.MS_NOSUID,
@@ -49,7 +49,12 @@ def _mounts() -> dict[int, tuple[str, str]]:
 
 
 def exposed_paths(extra: Iterable[str] = ()) -> list[str]:
-    """The host paths the read-only view exposes: system dirs, Python's prefixes and sys.path, extras."""
+    """The host paths the read-only view exposes: Python's prefixes and sys.path, extras.
+
+    Each both as written and resolved: a venv reached through a symlink (``.venv -> /scratch/...``) has
+    ``sys.prefix`` and ``sys.path`` spelled with the link, and the interpreter looks its packages up by
+    those names, so the view must answer to both.
+    """
     wanted = [
         sys.prefix,
         sys.exec_prefix,
@@ -60,8 +65,11 @@ def exposed_paths(extra: Iterable[str] = ()) -> list[str]:
         *(p for p in sys.path if p),
         *extra,
     ]
-    paths = {os.path.realpath(p) for p in wanted if p and os.path.exists(p)}
-    paths = {p for p in paths if p != "/"}
+    present = [p for p in wanted if p and os.path.exists(p)]
+    paths = {os.path.realpath(p) for p in present} | {os.path.abspath(p) for p in present}
+    links = [d + "/" for d in SYSTEM_DIRS if os.path.islink(d)]
+    # a path through a system link (/lib -> usr/lib) is already in the view as the link and its target
+    paths = {p for p in paths if p != "/" and not any(p.startswith(link) for link in links)}
     # Only bind the outermost of nested paths (binds are recursive).
     out: list[str] = []
     for p in sorted(paths, key=lambda s: (s.count("/"), s)):
@@ -78,7 +86,7 @@ def build_fs_view(extra: Iterable[str] = ()) -> list[str]:
     """
     system_links: list[tuple[str, str]] = []
     system_dirs: list[str] = []
-    for d in _SYSTEM_DIRS:
+    for d in SYSTEM_DIRS:
         if os.path.islink(d):
             system_links.append((d, os.readlink(d)))
         elif os.path.isdir(d):

@@ -25,7 +25,20 @@ Layers (each detected by actually performing it once at fork-server start, and r
 ``unprivileged_user``
     As root: ``setresuid``/``setresgid`` to a uid from an unused high range (one uid per concurrent child, so
     ``RLIMIT_NPROC`` is a per-run budget) with no supplementary groups and no capabilities. As a normal
-    user: a user namespace per run, uid 65534 inside, every capability dropped.
+    user: a user namespace per run, uid 65534 inside, every capability dropped. As root without the
+    read-only view when the interpreter lies under a directory other uids cannot enter (``/root`` holds
+    pyenv, uv and conda Pythons): the same uid, but *file access* as uid 0 (``setfsuid``) with no
+    capability, so the child reads the interpreter as the host does; only with ``landlock``, which then
+    confines what that file access reaches (a signal, ``ptrace`` and ``RLIMIT_NPROC`` still see the
+    unprivileged uid).
+``landlock``
+    The kernel's unprivileged access control (:mod:`toolgym.sandbox.landlock`), in every mode. Each child
+    confines itself to a Landlock domain: files read-only except its private dir, TCP bind/connect denied,
+    signals and abstract unix sockets scoped to the run (by ABI). With ``fs_view`` it is defense in depth.
+    Without it (a container without CAP_SYS_ADMIN, a user without user namespaces) it *is* the filesystem
+    wall: the fork server first confines itself to an allowlist (system dirs, ``/etc`` less what others may
+    not read, the interpreter's paths as written and resolved, the run dirs' parent), and each child then
+    narrows that to its own dir.
 ``no_new_privs``
     ``PR_SET_NO_NEW_PRIVS``: setuid binaries and file capabilities cannot raise privileges.
 ``seccomp``
@@ -61,6 +74,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolgym.sandbox import _linux as lx
+from toolgym.sandbox import landlock
 from toolgym.sandbox.child_setup import (
     NOBODY,
     ChildSpec,
@@ -69,7 +83,7 @@ from toolgym.sandbox.child_setup import (
     lock_down,
     make_private_dir,
 )
-from toolgym.sandbox.fsview import ViewError, build_fs_view, under_tmp
+from toolgym.sandbox.fsview import SYSTEM_DIRS, ViewError, build_fs_view, exposed_paths, under_tmp
 from toolgym.sandbox.processes import lifeline_alive
 
 LAYERS: tuple[str, ...] = (
@@ -79,6 +93,7 @@ LAYERS: tuple[str, ...] = (
     "ipc_namespace",
     "uts_namespace",
     "unprivileged_user",
+    "landlock",
     "no_new_privs",
     "seccomp",
     "rlimits",
@@ -102,6 +117,7 @@ _CONSEQUENCE = {
     "ipc_namespace": "System V IPC and POSIX message queues are shared with the host",
     "uts_namespace": "the host name is visible",
     "unprivileged_user": "the program runs as your uid: it reads your files and your processes' environment",
+    "landlock": "no second wall: files, TCP and signals rest on the other layers alone",
 }
 
 
@@ -119,6 +135,9 @@ class ServerPlan:
     pidns_fd: int = -1  # the server's own pid namespace, to restore pid_for_children after each fork
     host_tmp_base: str | None = None  # where per-run tmp dirs live when fs_view is missing
     tmp_binds: list[str] = field(default_factory=list)  # view paths under /tmp, re-bound in each run
+    landlock_abi: int = 0
+    landlock_read: list[str] = field(default_factory=list)  # what each child's domain may read
+    fs_as_root: bool = False  # children keep file access as uid 0 (no capabilities): see unprivileged_user
 
     def has(self, layer: str) -> bool:
         return layer in self.layers
@@ -256,6 +275,71 @@ def _probe_seccomp(plan: ServerPlan) -> None:
         raise SetupError("filter in force but unshare(CLONE_NEWUSER) was not denied")
 
 
+# ---------------------------------------------------------------- Landlock
+
+_LANDLOCK_SERVER_EXTRA = ("/proc", "/sys/devices/system/cpu", "/dev/random", "/dev/urandom")
+
+
+def _landlock_allowlist(extra_paths: Sequence[str]) -> list[str]:
+    """What a process outside the read-only view may read: system dirs, ``/etc`` less what others may not
+    read (``/etc/shadow``, ssh host keys), the interpreter's paths as written and resolved, extras."""
+    system = [d for d in SYSTEM_DIRS if d != "/etc" and os.path.isdir(d)]
+    return [
+        *system,
+        *landlock.readable_by_others("/etc"),
+        *exposed_paths(extra_paths),
+        *_LANDLOCK_SERVER_EXTRA,
+    ]
+
+
+def _plan_landlock(plan: ServerPlan, extra_paths: Sequence[str]) -> None:
+    """Detect Landlock, decide each child's read rules, and (outside the view) confine the server itself.
+
+    Outside the view the server's own domain carries the long allowlist once; a child's domain only has to
+    keep it out of ``/tmp`` (every other run's dir lies there) and give it its own dir, a few rules per run.
+    """
+    abi = landlock.abi_version()
+    if not abi:
+        plan.missing["landlock"] = f"{landlock.unavailable_reason()}; {_CONSEQUENCE['landlock']}"
+        plan.layers.discard("landlock")
+        return
+    plan.landlock_abi = abi
+    plan.details["landlock"] = f"ABI {abi}: " + "; ".join(landlock.features(abi))
+    if plan.has("fs_view"):
+        plan.landlock_read = ["/"]
+        return
+    exposed = exposed_paths(extra_paths)
+    if plan.mode == "userns":  # the server must still write its children's uid maps: no server domain
+        plan.landlock_read = _landlock_allowlist(extra_paths)
+        return
+    tmp_root = "/" + (plan.host_tmp_base or "/tmp").strip("/").split("/")[0]
+    child_read = [
+        *(os.path.join("/", n) for n in sorted(os.listdir("/")) if os.path.join("/", n) != tmp_root),
+        *(p for p in exposed if p.startswith(tmp_root + "/")),
+    ]
+    try:
+        lx.prctl(lx.PR_SET_NO_NEW_PRIVS, 1)  # Landlock's condition without CAP_SYS_ADMIN (as in a container)
+        landlock.restrict(
+            _landlock_allowlist(extra_paths),
+            [plan.host_tmp_base or "/nonexistent"],
+            ("/dev/null", "/dev/zero", "/dev/full"),
+            abi=abi,
+        )
+    except OSError as exc:
+        plan.missing["landlock"] = f"confining the fork server: {exc}; {_CONSEQUENCE['landlock']}"
+        plan.layers.discard("landlock")
+        return
+    plan.landlock_read = child_read
+    if plan.mode == "root" and plan.has("unprivileged_user"):
+        closed = [p for p in exposed if not landlock.world_readable(p)]
+        if closed:
+            plan.fs_as_root = True
+            plan.details["fs_as_root"] = (
+                f"{closed[0]} is under a directory other uids cannot enter: children read files as uid 0 "
+                "with no capability, confined by Landlock"
+            )
+
+
 # ---------------------------------------------------------------- server preparation
 
 
@@ -355,8 +439,10 @@ def prepare_server(
             layers.discard("fs_view")
     if not plan.has("fs_view"):
         plan.host_tmp_base = make_private_dir("/tmp", "toolgym-sandbox-")
-        if is_root:
-            os.chmod(plan.host_tmp_base, 0o711)
+        # search and create, no listing: a run finds no other run's dir (48 random bits each) to aim at
+        os.chmod(plan.host_tmp_base, 0o311)
+    if plan.has("landlock"):
+        _plan_landlock(plan, extra_paths)
     if plan.has("pid_namespace"):
         plan.pidns_fd = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     if is_root:  # lock the server itself: children inherit no_new_privs and the filter for free
@@ -364,12 +450,16 @@ def prepare_server(
         plan.locked_in_server = True
         if plan.has("unprivileged_user"):
             details["unprivileged_user"] = f"setresuid to uid {uid_probe} and up (one uid per live child)"
+            if plan.fs_as_root:
+                details["unprivileged_user"] += "; file access as uid 0 without capabilities (" + (
+                    details.pop("fs_as_root") + ")"
+                )
     if plan.has("seccomp"):
         where = "installed once in the fork server, inherited" if is_root else "installed by each child"
         details["seccomp"] = f"{where}; {details['seccomp']}" if "seccomp" in details else where
 
     for layer, why in probe_child_layers(plan, uid_probe, probe_limits).items():
-        if layer in layers or layer == "probe":
+        if layer in wanted or layer == "probe":  # (the probe itself drops a pid_namespace it cannot create)
             missing[layer] = why
             layers.discard(layer)
     if not os.path.exists("/proc/thread-self/children"):

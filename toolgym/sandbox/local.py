@@ -6,7 +6,9 @@ server (blocking while all are busy), ``arun`` does the same from asyncio behind
 A server that dies is restarted on its next use; the run it was serving returns ``sandbox_error``.
 
 Every layer the machine does not allow is listed in ``sandbox.isolation.missing`` and logged once as a
-warning; ``strict=True`` turns a missing layer into an error instead.
+warning; ``strict=True`` turns a missing layer into an error instead. A sandbox whose children cannot use
+their interpreter (the canary, :mod:`toolgym.sandbox.canary`) is *broken*: ``strict=True`` refuses it, and
+otherwise every run is a ``sandbox_error``, so no verifier scores honest code 0 on a faulty machine.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import os
 import queue
 import random
+import sys
 import threading
 import time
 import weakref
@@ -24,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from toolgym.sandbox import canary
 from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
 from toolgym.sandbox.capacity import (
     DEFAULT_IDLE_S,
@@ -40,6 +44,12 @@ from toolgym.sandbox.result import ExecResult, IsolationReport
 from toolgym.sandbox.session import Session, SessionProcess
 
 log = logging.getLogger("toolgym.sandbox")
+
+
+class SandboxBroken(ServerDied):
+    """The sandbox's canary failed: no run is attempted (each is a ``sandbox_error`` saying why)."""
+
+
 T = TypeVar("T")
 
 # Modules every fork server imports up front (stdlib only: always present). Add numpy/sympy via
@@ -193,7 +203,9 @@ class LocalSandbox(Sandbox):
         self._sessions: dict[Session, None] = {}  # sessions with a live process (transient ones too)
         self._sessions_lock = threading.Lock()
         self._all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._broken: str | None = None
         self._announce_missing(strict)
+        self._check_canary(hello["mode"], tuple(extra_paths), strict)
 
     # ------------------------------------------------------------ reporting
 
@@ -217,6 +229,41 @@ class LocalSandbox(Sandbox):
                 _warned.add(key)
                 log.warning(message)
 
+    @property
+    def broken(self) -> str | None:
+        """Why this sandbox cannot run code correctly (its canary failed), or None. See ``canary``."""
+        return self._broken
+
+    def _check_canary(self, mode: str, extra_paths: tuple[str, ...], strict: bool) -> None:
+        """Run the canary (once per process and configuration) and mark the sandbox broken if it fails."""
+        report = self._report
+        key = (
+            sys.executable,
+            tuple(sys.path),
+            mode,
+            report.active,
+            tuple(sorted(report.missing)),
+            report.disabled,
+            self.preloaded,
+            extra_paths,
+        )
+
+        def compute() -> str | None:
+            code = canary.canary_code(canary.canary_modules(self.preloaded), canary.host_paths())
+            res = self.run(code, limits=Limits(timeout_s=60, cpu_s=60, memory_bytes=2 * 1024**3))
+            return canary.judge(res.status, res.stdout, res.stderr, res.detail)
+
+        broken = canary.cached_verdict(key, compute)
+        if broken is None:
+            return
+        self._broken = broken
+        self._report = report.model_copy(update={"broken": broken})
+        message = f"toolgym sandbox is BROKEN, every run will be a sandbox_error: {broken}"
+        if strict:
+            self.close()
+            raise SandboxUnavailable(message)
+        log.error(message)
+
     def _sandbox_error(self, detail: str) -> ExecResult:
         return ExecResult(status="sandbox_error", detail=detail, isolation=self._report)
 
@@ -231,6 +278,8 @@ class LocalSandbox(Sandbox):
                 "this LocalSandbox belongs to the process that created it (its fork servers speak to that "
                 "process only); create a new one after fork()"
             )
+        if self._broken:
+            raise SandboxBroken(f"the sandbox is broken: {self._broken}")
         server = self._idle.get()
         try:
             if not server.alive:

@@ -74,16 +74,52 @@ def tree_memory(pid: int) -> int:
             continue
         seen.add(p)
         try:
-            with open(f"/proc/{p}/smaps_rollup", "rb") as fh:
-                for line in fh:
-                    if line.startswith(b"Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
+            total += _process_memory(p)
             for tid in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{tid}/children", "rb") as fh:
                     stack.extend(int(c) for c in fh.read().split())
         except (OSError, ValueError):
             continue  # exited meanwhile
+    return total
+
+
+def _process_memory(pid: int) -> int:
+    """Pss of one process; where reading it is refused (``smaps_rollup`` needs ptrace access: a root
+    without CAP_SYS_PTRACE, as in a container, watching another uid's process), its private resident
+    memory from ``statm`` (resident less file-backed and shared pages), which needs no access check."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+    except PermissionError:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            fields = fh.read().split()
+        return max(0, int(fields[1]) - int(fields[2])) * _PAGE
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def dir_usage(path: str) -> int:
+    """Bytes of disk the files beneath ``path`` occupy (allocated blocks: a sparse file counts what it
+    holds). Where no private tmpfs bounds a run's dir, the fork server polices ``disk_bytes`` with this."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += st.st_blocks * 512
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
     return total
 
 

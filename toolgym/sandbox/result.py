@@ -29,14 +29,17 @@ class IsolationReport(BaseModel):
     missing: dict[str, str] = {}
     disabled: tuple[str, ...] = ()
     details: dict[str, str] = {}
+    #: why the sandbox cannot run code correctly (its start-up canary failed); empty when healthy
+    broken: str = ""
 
     @property
     def complete(self) -> bool:
-        """True when every layer the backend knows is active."""
-        return not self.missing and not self.disabled
+        """True when every layer the backend knows is active (and the sandbox is not broken)."""
+        return not self.missing and not self.disabled and not self.broken
 
     def summary(self) -> str:
-        parts = [f"active: {', '.join(self.active) or '-'}"]
+        parts = [f"BROKEN: {self.broken}"] if self.broken else []
+        parts.append(f"active: {', '.join(self.active) or '-'}")
         if self.disabled:
             parts.append(f"disabled: {', '.join(self.disabled)}")
         if self.missing:

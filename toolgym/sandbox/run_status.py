@@ -27,8 +27,8 @@ def classify_run(
     """The reply for one finished run: its status, detail, exit code or signal, and resource use.
 
     ``wait_status``/``usage`` come from ``os.wait4``; ``reason`` is why the server stopped the run itself
-    (``timeout``, ``memory``, ``output_limit``) or None; ``frames`` are the child's status frames: first its
-    setup report, then (if it raised) the name of the uncaught exception.
+    (``timeout``, ``memory``, ``disk``, ``output_limit``) or None; ``frames`` are the child's status
+    frames: first its setup report, then (if it raised) the name of the uncaught exception.
     """
     result = {
         "wall_s": wall,
@@ -65,6 +65,11 @@ def classify_run(
         result.update(
             status="memory",
             detail=f"its processes together held more than {limits['memory_bytes']} bytes; killed",
+        )
+    elif reason == "disk":
+        result.update(
+            status="killed",
+            detail=f"its files took more than disk_bytes={limits['disk_bytes']} bytes; killed",
         )
     elif reason == "output_limit":
         result.update(

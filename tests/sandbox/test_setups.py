@@ -1,0 +1,241 @@
+"""The sandbox where people train: a container's root, cluster users, any Python layout (issue: Docker/K8s).
+
+Each setup is simulated from a root test run in a fresh process, with nothing re-exposed that the real
+case would not see:
+
+- **Docker-like**: root with Docker's default capabilities (no CAP_SYS_ADMIN: no namespace can be made),
+  through ``setpriv``; the interpreter is this test run's own (here under the 0700 ``/root``);
+- **an interpreter under a 0700 directory**: the base Python bound into a ``0700`` tmpfs and a venv made
+  from it there, then the Docker-like capabilities (so this holds on a machine whose Python is in /usr);
+- **a cluster user with user namespaces**, and **one without** (refused by a seccomp filter, as in a pod):
+  uid 65534 running a venv of its own made from a base Python that user can read (where this machine's
+  lies under the 0700 ``/root``, only that install is made readable, at its own path: nothing else of
+  ``/root`` and nothing of the sandbox's view);
+- **a venv reached through a symlink** (``link -> .venv``), with every layer.
+
+Each runs the containment battery (no write outside the run's dir, no host secret, no signal to the
+host, no TCP connect) and an honest numpy solution through the code verifier (1.0). A sandbox whose
+child cannot import its packages is *broken*: verdicts are errors and the python tool answers infra_error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="simulating other users and containers needs root")
+
+PROJECT = Path(__file__).resolve().parents[2]
+DOCKER_CAPS = (
+    "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap,+net_bind_service,+net_raw,"
+    "+sys_chroot,+mknod,+audit_write,+setfcap"
+)
+SETPRIV = ["setpriv", "--inh-caps=-all", f"--bounding-set={DOCKER_CAPS}"]
+
+# Root, fresh process: optionally mount a Python install somewhere (mode 0755 or 0700) and make a venv of
+# it that sees this project's packages, then become the target user / capability set and exec the probe.
+HELPER = textwrap.dedent(
+    """
+    import json, os, subprocess, sys, types
+    cfg = json.loads(sys.argv[1])
+    for name in ("toolgym", "toolgym.sandbox"):
+        module = types.ModuleType(name)
+        module.__path__ = [cfg["project"] + "/" + name.replace(".", "/")]
+        sys.modules[name] = module
+    from toolgym.sandbox import _linux as lx
+    python = cfg["python"]
+    if cfg.get("install"):
+        lx.unshare(lx.CLONE_NEWNS)
+        lx.mount(None, "/", None, lx.MS_REC | lx.MS_PRIVATE)
+        lx.mount("tmpfs", "/mnt", "tmpfs", 0, "mode=0755")
+        if cfg["install"] == "closed":  # the base Python moved under a dir only root may enter
+            os.makedirs("/mnt/python")
+            lx.mount(cfg["base"], "/mnt/python", None, lx.MS_BIND | lx.MS_REC)
+            exe = "/mnt/python/bin/" + os.path.basename(cfg["base_exe"])
+        else:  # a Python the user can read, at its own path (its build may name that path: rpath)
+            parts = cfg["base"].strip("/").split("/")
+            for i in range(1, len(parts)):
+                ancestor = "/" + "/".join(parts[:i])
+                if not os.stat(ancestor).st_mode & 0o001:
+                    fd = os.open(cfg["base"], os.O_PATH)
+                    lx.mount("tmpfs", ancestor, "tmpfs", 0, "mode=0755")
+                    os.makedirs(cfg["base"])
+                    lx.mount(f"/proc/self/fd/{fd}", cfg["base"], None, lx.MS_BIND | lx.MS_REC)
+                    break
+            exe = cfg["base_exe"]
+        subprocess.run([exe, "-m", "venv", "--without-pip", "/mnt/venv"], check=True)
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        site = subprocess.run(["/mnt/venv/bin/python", "-c", where], check=True, capture_output=True,
+                              text=True).stdout.strip()
+        with open(site + "/toolgym-test.pth", "w") as fh:
+            fh.write("\\n".join(cfg["site_paths"]) + "\\n")
+        if cfg["install"] == "closed":
+            os.chmod("/mnt", 0o700)
+        python = "/mnt/venv/bin/python"
+    argv = [python, "-c", cfg["probe"], json.dumps(cfg["args"])]
+    if cfg.get("user"):
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+    if cfg.get("docker"):
+        argv = cfg["setpriv"] + argv
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OPENAI_API_KEY": cfg["secret"]}
+    os.execvpe(argv[0], argv, env)
+    """
+)
+
+PROBE = textwrap.dedent(
+    """
+    import json, logging, os, socket, sys, uuid
+    args = json.loads(sys.argv[1])
+    if args.get("block_userns"):  # what a pod's seccomp profile does to unshare(CLONE_NEWUSER)
+        import errno, pyseccomp as sc
+        flt = sc.SyscallFilter(sc.ALLOW)
+        for call in ("unshare", "clone"):
+            flt.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
+        flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        flt.load()
+    logging.disable(logging.CRITICAL)
+    from toolgym.core.task import Task
+    from toolgym.rewards.code import CodeTestsVerifier
+    from toolgym.sandbox import Limits, LocalSandbox
+    from toolgym.tools.python import PythonTool
+    out = {"uid": os.getuid(), "prefix": sys.prefix}
+    sb = LocalSandbox(workers=1, limits=Limits(timeout_s=10), disable=args.get("disable", ()))
+    out.update(mode=sb.isolation.details["mode"], active=list(sb.isolation.active),
+               missing=sorted(sb.isolation.missing), broken=sb.broken or "")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    marker = "toolgym-setup-" + uuid.uuid4().hex[:10]
+    targets = ["/", "/etc", "/usr", "/var/tmp", "/tmp", "/dev/shm", sys.prefix, sys.base_prefix,
+               os.path.dirname(os.__file__), args["project"]]
+    battery = f'''
+    import json, os, socket
+    r = {{"wrote": []}}
+    for d in {targets!r}:
+        try:
+            open(os.path.join(d, {marker!r}), "w").write("x")
+            r["wrote"].append(d)
+        except OSError:
+            pass
+    def attempt(name, fn):
+        try:
+            fn()
+            r[name] = "ALLOWED"
+        except OSError:
+            r[name] = "refused"
+    attempt("shadow", lambda: open("/etc/shadow").read())
+    attempt("environ", lambda: open("/proc/{os.getpid()}/environ", "rb").read())
+    attempt("signal", lambda: os.kill({os.getpid()}, 0))
+    attempt("tcp", lambda: socket.create_connection(("127.0.0.1", {listener.getsockname()[1]}), 1))
+    open("own-file", "w").write("inside is fine")
+    r["own"] = open("own-file").read()
+    print(json.dumps(r))
+    '''
+    res = sb.run(battery)
+    failed = {"status": res.status, "err": res.stderr[-300:], "detail": res.detail}
+    out["battery"] = json.loads(res.stdout) if res.status == "ok" else failed
+    out["planted"] = [d for d in targets if os.path.exists(os.path.join(d, marker))]
+    task = Task(id="add", prompt="", data={"tests": ["assert add(1, 2) == 3", "assert add(20, 22) == 42"]})
+    honest = "import numpy as np\\ndef add(a, b):\\n    return int(np.add(a, b))\\n"
+    verdict = CodeTestsVerifier(sandbox=sb, timeout=5.0).verify(task, honest)
+    out["honest"] = [verdict.reward, verdict.error]
+    tool = PythonTool(sandbox=sb)
+    tool.start_episode("e")
+    observation = tool.run(PythonTool.Args(code="import numpy; print(numpy.add(1, 2))"))
+    out["tool"] = [observation.status, observation.output[:120]]
+    tool.end_episode("e")
+    sb.close()
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+SECRET = "sk-toolgym-setup-secret"
+
+
+def run_setup(*, docker=False, install=None, user=False, python=None, **args) -> dict:
+    base = os.path.realpath(sys.base_prefix)
+    site = [p for p in sys.path if p.endswith("site-packages")]
+    cfg = {
+        "project": str(PROJECT),
+        "python": python or sys.executable,
+        "install": install,
+        "base": base,
+        "base_exe": os.path.realpath(sys.executable),
+        "site_paths": [*site, str(PROJECT)],
+        "user": user,
+        "docker": docker,
+        "setpriv": SETPRIV,
+        "secret": SECRET,
+        "probe": PROBE,
+        "args": {"project": str(PROJECT), **args},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True, timeout=300
+    )
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    assert line, f"probe failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(line[len("RESULT ") :])
+
+
+def assert_contained_and_honest(out: dict) -> None:
+    battery = out["battery"]
+    assert out["broken"] == "", out["broken"]
+    private = {"/tmp", "/dev/shm"} if "fs_view" in out["active"] else set()  # the run's own tmpfs there
+    assert set(battery.get("wrote", ["?"])) <= private and out["planted"] == [], out
+    assert {k: battery[k] for k in ("shadow", "environ", "signal", "tcp")} == dict.fromkeys(
+        ("shadow", "environ", "signal", "tcp"), "refused"
+    ), battery
+    assert battery["own"] == "inside is fine"
+    assert out["honest"] == [1.0, None], out["honest"]  # an honest numpy solution scores 1.0
+    assert out["tool"] == ["ok", "3"], out["tool"]
+
+
+def test_docker_like_root_without_cap_sys_admin():
+    out = run_setup(docker=True)
+    assert out["uid"] == 0 and out["mode"] == "root"
+    assert {"fs_view", "pid_namespace", "net_namespace"} <= set(out["missing"])
+    assert {"landlock", "unprivileged_user", "seccomp", "no_new_privs"} <= set(out["active"])
+    assert_contained_and_honest(out)
+
+
+def test_interpreter_under_a_0700_directory_in_a_container():
+    out = run_setup(docker=True, install="closed")
+    assert out["prefix"] == "/mnt/venv" and "landlock" in out["active"]
+    assert_contained_and_honest(out)
+
+
+def test_cluster_user_with_user_namespaces():
+    out = run_setup(user=True, install="open")
+    assert out["uid"] == 65534 and out["mode"] == "userns" and out["missing"] == []
+    assert_contained_and_honest(out)
+
+
+def test_cluster_user_without_user_namespaces():
+    out = run_setup(user=True, install="open", block_userns=True)
+    assert out["uid"] == 65534 and out["mode"] == "plain"
+    assert "fs_view" in out["missing"] and "landlock" in out["active"]
+    assert_contained_and_honest(out)
+
+
+def test_venv_reached_through_a_symlink(tmp_path):
+    link = tmp_path / "venv-link"
+    link.symlink_to(Path(sys.prefix).resolve())
+    out = run_setup(python=str(link / "bin" / "python"))
+    assert out["prefix"] == str(link) and out["missing"] == []
+    assert_contained_and_honest(out)
+
+
+def test_a_child_that_cannot_import_its_packages_makes_errors_not_zeros():
+    """Without Landlock a container's sandbox uid cannot enter the 0700 dir: the canary says broken."""
+    out = run_setup(docker=True, install="closed", disable=["landlock"])
+    assert "cannot use its interpreter" in out["broken"]
+    assert "sandbox_error" in out["honest"][1]  # a verdict error, not a plain 0
+    assert out["tool"][0] == "infra_error" and "broken" in out["tool"][1]
