@@ -9,8 +9,9 @@ case would not see:
   from it there, then the Docker-like capabilities (so this holds on a machine whose Python is in /usr);
 - **a cluster user with user namespaces**, and **one without** (refused by a seccomp filter, as in a pod):
   uid 65534 running a venv of its own made from a base Python that user can read (where this machine's
-  lies under the 0700 ``/root``, only that install is made readable, at its own path: nothing else of
-  ``/root`` and nothing of the sandbox's view);
+  Python, packages or checkout lie under a 0700 directory such as ``/root`` or a ``mktemp -d`` clone, just
+  those paths are made readable, at their own place: nothing else of that directory and nothing of the
+  sandbox's view);
 - **a venv reached through a symlink** (``link -> .venv``), with every layer.
 
 Each runs the containment battery (no write outside the run's dir, no host secret, no signal to the
@@ -58,16 +59,21 @@ HELPER = textwrap.dedent(
             os.makedirs("/mnt/python")
             lx.mount(cfg["base"], "/mnt/python", None, lx.MS_BIND | lx.MS_REC)
             exe = "/mnt/python/bin/" + os.path.basename(cfg["base_exe"])
-        else:  # a Python the user can read, at its own path (its build may name that path: rpath)
-            parts = cfg["base"].strip("/").split("/")
-            for i in range(1, len(parts)):
-                ancestor = "/" + "/".join(parts[:i])
-                if not os.stat(ancestor).st_mode & 0o001:
-                    fd = os.open(cfg["base"], os.O_PATH)
-                    lx.mount("tmpfs", ancestor, "tmpfs", 0, "mode=0755")
-                    os.makedirs(cfg["base"])
-                    lx.mount(f"/proc/self/fd/{fd}", cfg["base"], None, lx.MS_BIND | lx.MS_REC)
-                    break
+        else:  # what the user owns is readable to them, at its own path (a build may name it: rpath)
+            hidden = {}
+            for path in [cfg["base"], *cfg["site_paths"]]:
+                parts = path.strip("/").split("/")
+                for i in range(1, len(parts)):
+                    ancestor = "/" + "/".join(parts[:i])
+                    if not os.stat(ancestor).st_mode & 0o001:
+                        hidden.setdefault(ancestor, []).append(path)
+                        break
+            for ancestor, paths in sorted(hidden.items(), key=lambda kv: -len(kv[0])):
+                fds = {p: os.open(p, os.O_PATH) for p in paths}
+                lx.mount("tmpfs", ancestor, "tmpfs", 0, "mode=0755")
+                for p, fd in fds.items():
+                    os.makedirs(p, exist_ok=True)
+                    lx.mount(f"/proc/self/fd/{fd}", p, None, lx.MS_BIND | lx.MS_REC)
             exe = cfg["base_exe"]
         subprocess.run([exe, "-m", "venv", "--without-pip", "/mnt/venv"], check=True)
         where = "import sysconfig; print(sysconfig.get_path('purelib'))"
