@@ -435,3 +435,51 @@ def test_the_workers_memory_holds_the_harness_but_never_the_tests(verifier):
     verdict = score(verifier, ADD, probe)
     reason = verdict.details["failures"][0]["reason"]
     assert reason == "ValueError: {'harness': True, 'assert': False, 'args': False, 'reachable': False}"
+
+
+# ------------------------------------------------------------------ stdin/stdout tests (contest data)
+
+IO_TASK = Task(
+    id="io",
+    prompt="",
+    data={"io_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "10 20\n", "output": "30\n"}]},
+)
+IO_HONEST = "a, b = map(int, input().split())\nprint(a + b)\n"
+IO_HACKS = {
+    # the expected output is never in the sandbox: look everywhere a verifier could have left it
+    "read_expected_from_anywhere": src(
+        """
+        import glob, os
+        found = []
+        paths = glob.glob('/proc/*/environ') + glob.glob('/proc/*/cmdline') + glob.glob('/proc/self/fd/*')
+        for path in paths + glob.glob('/tmp/**', recursive=True) + glob.glob('*'):
+            try:
+                data = open(path, 'rb').read(1 << 16)
+            except OSError:
+                continue
+            if b'30' in data and b'10 20' not in data:
+                found.append(path)
+        print('30' if found else 'nothing')
+        """
+    ),
+    "exit_early_with_fake_output": src(
+        """
+        import os, sys
+        sys.stdout.write('ACCEPTED\\nall tests passed\\n')
+        sys.stdout.flush()
+        os._exit(0)
+        """
+    ),
+    "sleep_past_the_limit": "import time\ntime.sleep(30)\nprint(3)\n",
+    "flood_the_output": "import sys\nsys.stdout.write('3\\n' * 5_000_000)\n",
+    "echo_the_input": "import sys\nprint(sys.stdin.read())\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(IO_HACKS))
+def test_stdin_hacks_score_zero_and_the_real_program_one(sb, name):
+    verifier = CodeTestsVerifier(sandbox=sb, timeout=1.0, total_timeout=10.0)
+    hacked = score(verifier, IO_TASK, IO_HACKS[name])
+    assert hacked.reward == 0.0 and not hacked.passed, (name, hacked)
+    assert len(hacked.details["failures"]) == 2
+    assert score(verifier, IO_TASK, IO_HONEST).reward == 1.0

@@ -43,7 +43,8 @@ def test_check_all_passes_for_every_registered_env():
     out = subprocess.run(
         [sys.executable, "-m", "toolgym.cli", "check", "--all"], capture_output=True, text=True, timeout=600
     )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    failing = [part for part in out.stdout.split("\n== ") if ": passed (" not in part.split("\n", 1)[0]]
+    assert out.returncode == 0, "\n== ".join(failing)[-6000:] + out.stderr[-3000:]
     for env_id in toolgym.ENVS:
         assert f"== {env_id}: passed (xml, hermes, json, markdown, react;" in out.stdout, env_id
     assert f"{len(toolgym.ENVS)} of {len(toolgym.ENVS)} env(s) passed every check" in out.stdout

@@ -479,6 +479,78 @@ def read_task_file(spec: str | Path, fields: FieldMap | None = None) -> RowSourc
     return parquet_source(path, fields)
 
 
+# ------------------------------------------------------------------------------------------ verl rows
+
+#: the columns that make a file verl-format (DAPO-Math-17k, Search-R1, DeepCoder, SkyRL-SQL ship this way)
+VERL_COLUMNS = ("prompt", "reward_model")
+
+
+def file_columns(path: str | Path) -> list[str]:
+    """A task file's column names (Parquet's schema, or the first JSON-lines object's keys)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    first = next(read_jsonl(path), None)
+    return list(first) if first else []
+
+
+def is_verl_layout(columns: Sequence[str]) -> bool:
+    return all(c in columns for c in VERL_COLUMNS)
+
+
+def verl_row_task(row: Mapping[str, Any], index: int, source: str) -> Task:
+    """One verl-format row as a Task: the question is the last user message of ``prompt``; ``answer`` is
+    ``reward_model.ground_truth`` (Search-R1's ``{"target": [...]}`` becomes the list); ``data`` holds
+    ``extra_info``, ``data_source`` and the raw ``ground_truth``. A row written by ``toolgym export verl``
+    carries its Task in ``extra_info.task`` and reads back as exactly that Task."""
+    extra = _plain(row.get("extra_info")) or {}
+    if not isinstance(extra, Mapping):
+        extra = {}
+    pinned = extra.get("task")
+    if pinned is not None:
+        return (
+            Task.model_validate_json(pinned)
+            if isinstance(pinned, str | bytes)
+            else Task.model_validate(pinned)
+        )
+    messages = _plain(row.get("prompt"))
+    if isinstance(messages, str):
+        question = messages
+    else:
+        users = [m for m in messages or () if isinstance(m, Mapping) and m.get("role") == "user"]
+        if not users:
+            raise ValueError(f"row {index} of {source!r}: 'prompt' has no user message: {messages!r:.200}")
+        question = str(users[-1].get("content") or "")
+    reward = _plain(row.get("reward_model")) or {}
+    gold = reward.get("ground_truth") if isinstance(reward, Mapping) else None
+    gold = _plain(gold)
+    if isinstance(gold, Mapping) and "target" in gold:
+        gold = [str(t) for t in _plain(gold["target"])]
+    if gold is None:
+        raise ValueError(f"row {index} of {source!r} has no reward_model.ground_truth")
+    task_id = extra.get("id", extra.get("index"))
+    data = {k: _plain(v) for k, v in extra.items()}
+    data.update(data_source=_plain(row.get("data_source")), ground_truth=gold)
+    return Task(
+        id=str(task_id) if task_id is not None else f"{source}/{index}",
+        prompt=question,
+        answer=gold,
+        data=data,
+        source=str(row.get("data_source") or source),
+    )
+
+
+def verl_file_source(path: str | Path, name: str | None = None) -> RowSource:
+    """Tasks from a verl-format ``.parquet``/``.jsonl`` file (``verl_row_task`` per row, built when drawn):
+    the one reader every env's file loader uses for such rows, before shaping them its own way."""
+    path = Path(path)
+    rows = ArrowRows(path) if path.suffix == ".parquet" else JsonlRows(path)
+    label = name or path.stem
+    return RowSource(rows, lambda row, i: verl_row_task(row, i, label), name=label)
+
+
 def missing_task_file(path: Path) -> str:
     return f"no task file or dataset at {path}: pass a .jsonl or .parquet file, or a saved dataset directory"
 

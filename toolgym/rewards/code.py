@@ -68,6 +68,8 @@ from typing import Any, Literal
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory, Verdict
 from toolgym.rewards.base import Verifier
+from toolgym.rewards.code_io import DEFAULT_FLOAT_TOLERANCE, arun_io_tests, io_tests_of, run_io_tests
+from toolgym.rewards.code_layouts import ground_truth_tests
 from toolgym.rewards.code_plan import MODULE_ALIASES, plan_test
 from toolgym.rewards.code_runner import (
     DEFAULT_TEST_TIMEOUT,
@@ -96,6 +98,7 @@ __all__ = [
     "Reward",
     "TestOutcome",
     "arun_code_tests",
+    "code_io_scorer",
     "code_tests_scorer",
     "extract_code",
     "plan_test",
@@ -116,7 +119,9 @@ def extract_code(answer: str) -> str:
 
 
 class CodeTestsVerifier(Verifier):
-    """Judges code by a task's hidden tests (``Task.data``: ``tests``, ``setup``?, ``entry_point``?).
+    """Judges code by a task's hidden tests (``Task.data``: ``tests``, ``setup``?, ``entry_point``?), or by
+    stdin/stdout tests (``Task.data["io_tests"]``: ``[{"input", "output"}]``, see ``toolgym.rewards.code_io``;
+    with ``reward="all_or_nothing"`` the tests after the first failure are not run).
 
     ``reward="fraction"`` gives the fraction of tests passed; ``"all_or_nothing"`` 1.0 only if all pass.
     ``Verdict.passed`` is "all tests passed" either way. A sandbox failure is a Verdict with ``error``.
@@ -130,7 +135,10 @@ class CodeTestsVerifier(Verifier):
         timeout: float = DEFAULT_TEST_TIMEOUT,
         total_timeout: float = DEFAULT_TOTAL_TIMEOUT,
         reward: Reward = "fraction",
+        float_tolerance: float | None = DEFAULT_FLOAT_TOLERANCE,
     ):
+        """``float_tolerance``: stdin/stdout tests only, numbers in the output agree within it (absolute or
+        relative); ``None`` compares exactly (``toolgym.rewards.code_io``)."""
         if reward not in ("fraction", "all_or_nothing"):
             raise ValueError(f"reward must be 'fraction' or 'all_or_nothing', got {reward!r}")
         if timeout <= 0 or total_timeout <= 0:
@@ -142,6 +150,23 @@ class CodeTestsVerifier(Verifier):
         self.timeout = float(timeout)
         self.total_timeout = float(total_timeout)
         self.reward = reward
+        self.float_tolerance = float_tolerance
+
+    def _io_arguments(self, task: Task, answer: str) -> dict[str, Any] | Verdict:
+        try:
+            tests = io_tests_of(task.data)
+        except ValueError as exc:
+            return Verdict(reward=0.0, passed=False, error=f"task {task.id!r}: {exc}")
+        tolerance = task.data.get("float_tolerance", self.float_tolerance)
+        return {
+            "solution": extract_code(answer),
+            "tests": tests,
+            "sandbox": self.sandbox,
+            "timeout": float(task.data.get("timeout") or self.timeout),
+            "total_timeout": self.total_timeout,
+            "float_tolerance": None if tolerance is None else float(tolerance),
+            "stop_at_first_failure": self.reward == "all_or_nothing",
+        }
 
     def _arguments(self, task: Task, answer: str) -> dict[str, Any] | Verdict:
         tests = task.data.get("tests")
@@ -158,15 +183,23 @@ class CodeTestsVerifier(Verifier):
         }
 
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
-        arguments = self._arguments(task, answer)
-        return arguments if isinstance(arguments, Verdict) else self.verdict(run_code_tests(**arguments))
+        if "io_tests" in task.data:
+            arguments = self._io_arguments(task, answer)
+            run: Any = run_io_tests
+        else:
+            arguments, run = self._arguments(task, answer), run_code_tests
+        return arguments if isinstance(arguments, Verdict) else self.verdict(run(**arguments))
 
     async def averify(self, task: Task, answer: str) -> Verdict:
         """``verify`` for asyncio (batches of verifications share the sandbox with back-pressure)."""
-        arguments = self._arguments(task, answer)
+        if "io_tests" in task.data:
+            arguments = self._io_arguments(task, answer)
+            run: Any = arun_io_tests
+        else:
+            arguments, run = self._arguments(task, answer), arun_code_tests
         if isinstance(arguments, Verdict):
             return arguments
-        return self.verdict(await arun_code_tests(**arguments))
+        return self.verdict(await run(**arguments))
 
     def verdict(self, report: CodeTestReport) -> Verdict:
         if report.infra_error:
@@ -203,5 +236,41 @@ def code_tests_scorer(response: str, info: Mapping[str, Any]) -> Verdict:
     data = {"tests": list(tests), "setup": info.get("setup"), "entry_point": info.get("entry_point")}
     task = Task(id=str(info.get("id", "request")), prompt="", data=data)
     verifier = CodeTestsVerifier(timeout=float(info.get("timeout", DEFAULT_TEST_TIMEOUT)), reward=reward)
+    answer = last_answer_tag(response)
+    return verifier.verify(task, answer if answer is not None else response)
+
+
+def code_io_scorer(response: str, info: Mapping[str, Any]) -> Verdict:
+    """Scorer for contest data: ``{"type": "code_io", "ground_truth": <tests in any layout of
+    toolgym.rewards.code_layouts>, "fn_name"?, "starter_code"?, "max_tests"?, "timeout"?, "reward"?,
+    "float_tolerance"?}`` (verl's ``apps``, ``taco``, ``codecontests``, ``livecodebench``, ``deepcoder``,
+    ``primeintellect`` rows). A row exported by toolgym carries its tests in the task instead
+    (``io_tests``, or assert ``tests``). Tests that do not parse are
+    ``BadVerificationInfo``, never a score."""
+    from toolgym.rewards.registry import BadVerificationInfo  # the registry imports this module lazily
+
+    if info.get("io_tests") or (isinstance(info.get("tests"), list) and info.get("entry_point")):
+        data = {k: info[k] for k in ("io_tests", "tests", "entry_point", "setup") if info.get(k) is not None}
+    else:
+        try:
+            max_tests = info.get("max_tests")
+            data = ground_truth_tests(
+                info.get("tests", info.get("ground_truth")),
+                fn_name=info.get("fn_name"),
+                starter_code=str(info.get("starter_code") or ""),
+                max_tests=int(max_tests) if max_tests is not None else None,
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BadVerificationInfo(
+                f"code_io: the ground truth holds no tests in a known layout: {exc}"
+            ) from None
+    reward = info.get("reward", "fraction")
+    if reward not in ("fraction", "all_or_nothing"):
+        raise BadVerificationInfo(f'code_io "reward" must be "fraction" or "all_or_nothing", got {reward!r}')
+    tolerance = info.get("float_tolerance", DEFAULT_FLOAT_TOLERANCE)
+    verifier = CodeTestsVerifier(
+        timeout=float(info.get("timeout", DEFAULT_TEST_TIMEOUT)), reward=reward, float_tolerance=tolerance
+    )
+    task = Task(id=str(info.get("id", "request")), prompt="", data=data)
     answer = last_answer_tag(response)
     return verifier.verify(task, answer if answer is not None else response)

@@ -58,6 +58,10 @@ DATA_SOURCES: dict[str, str] = {
     "toolgym/SearchMultiHop-v0": "exact_match",
     **{name: "exact_match" for name in ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique")},
     "bamboogle": "exact_match",
+    **{
+        name: "code_io"
+        for name in ("apps", "taco", "codecontests", "livecodebench", "deepcoder", "primeintellect")
+    },
 }
 _PREFIXES = ("searchR1_",)
 #: dataset-name prefixes → scorer (verl scores every ``aime*`` source with DAPO's math rule)

@@ -21,6 +21,8 @@ name (aliases)     verifier                                        what is judge
 ``f1``             ``QAVerifier("f1")`` (SQuAD token F1)            last ``<answer>``, else the text
 ``code_tests``     ``CodeTestsVerifier`` (hidden tests, sandbox)    code in the last ``<answer>``, else
                                                                    the text (```python fence stripped)
+``code_io``        ``CodeTestsVerifier`` (stdin/stdout or call     the same; tests in any contest
+                   tests of contest data, sandbox)                 layout (``rewards.code_layouts``)
 =================  ==============================================  ====================================
 
 Other modules add theirs with ``register_scorer``. An unknown type
@@ -168,7 +170,7 @@ def _load_builtins() -> None:
     with _builtins_lock:
         if _builtins_loaded:
             return
-        from toolgym.rewards.code import code_tests_scorer
+        from toolgym.rewards.code import code_io_scorer, code_tests_scorer
         from toolgym.rewards.math import MathVerifier
         from toolgym.rewards.numeric import NumericVerifier
         from toolgym.rewards.qa import QAVerifier
@@ -183,6 +185,7 @@ def _load_builtins() -> None:
             ("exact_match", verifier_scorer(QAVerifier("em"), extract=None), ()),
             ("f1", verifier_scorer(QAVerifier("f1"), extract=None), ()),
             ("code_tests", code_tests_scorer, ()),
+            ("code_io", code_io_scorer, ("code_contests_io",)),
         ]
         for name, scorer, aliases in builtins:
             if name not in _SCORERS:

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgym.core.task import FieldMap, LazyFileSource, RowSource, Task, missing_task_file, read_task_file
+from toolgym.core.task import (
+    FieldMap,
+    LazyFileSource,
+    RowSource,
+    Task,
+    file_columns,
+    is_verl_layout,
+    missing_task_file,
+    read_task_file,
+    verl_file_source,
+)
 from toolgym.rewards.qa import golden_answers
 
 #: Search-R1's columns; other columns are not copied into the tasks (``FieldMap(data=None)`` keeps them all).
@@ -34,6 +44,17 @@ def qa_source(path: str | Path, fields: FieldMap = QA_FIELDS) -> RowSource:
             )
         return task.model_copy(update={"answer": golds[0], "data": {**task.data, "golden_answers": golds}})
 
+    path = Path(path)
+    if path.is_file():
+        columns = file_columns(path)
+        if is_verl_layout(columns) and fields.prompt not in columns:  # verl rows without a question column
+
+            def verl_golds(task: Task) -> Task:
+                golds = task.answer if isinstance(task.answer, list) else [task.answer]
+                golds = [str(g) for g in golds if str(g).strip()]
+                return with_golds(task.model_copy(update={"data": {**task.data, "golden_answers": golds}}))
+
+            return verl_file_source(path).map(verl_golds)
     return read_task_file(path, fields).map(with_golds)
 
 
