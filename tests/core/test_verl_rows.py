@@ -70,10 +70,16 @@ def test_deepcoder_rows_play_in_python_code(tmp_path):
     path = write(
         tmp_path, verl_row("Print the sum of two integers read from stdin.", json.dumps(tests), "deepcoder")
     )
-    honest = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
-    wrong = "```python\nprint(0)\n```"
-    assert play("toolgym/PythonCode-v0", path, honest, timeout=2.0) == 1.0
-    assert play("toolgym/PythonCode-v0", path, wrong, timeout=2.0) == 0.0
+    programs = {
+        "honest": "a, b = map(int, input().split())\nprint(a + b)\n",
+        "wrong": "print(0)\n",
+        "crashing": "raise RuntimeError('no')\n",
+        "hanging": "while True:\n    pass\n",
+        "faking": "import os\nprint('3')\nprint('10')\nos._exit(0)\n",
+    }
+    for name, program in programs.items():
+        reward = play("toolgym/PythonCode-v0", path, f"```python\n{program}```", timeout=1.0)
+        assert reward == (1.0 if name == "honest" else 0.0), name
 
 
 def test_a_row_without_a_user_message_or_a_gold_is_named(tmp_path):
