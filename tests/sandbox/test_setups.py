@@ -15,7 +15,9 @@ case would not see:
 - **a venv reached through a symlink** (``link -> .venv``), with every layer.
 
 Each runs the containment battery (no write outside the run's dir, no host secret, no signal to the
-host, no TCP connect) and an honest numpy solution through the code verifier (1.0). A sandbox whose
+host, no TCP connect) and an honest numpy solution through the code verifier (1.0); the two setups without
+namespaces, where Landlock is the filesystem wall (Docker-like, and a user without user namespaces), also run
+the whole red-team suite (``tests/security/test_red_team.py``). A sandbox whose
 child cannot import its packages is *broken*: verdicts are errors and the python tool answers infra_error.
 """
 
@@ -80,15 +82,25 @@ HELPER = textwrap.dedent(
         site = subprocess.run(["/mnt/venv/bin/python", "-c", where], check=True, capture_output=True,
                               text=True).stdout.strip()
         with open(site + "/toolgym-test.pth", "w") as fh:
-            fh.write("\\n".join(cfg["site_paths"]) + "\\n")
+            fh.write("\\n".join(cfg["pth"]) + "\\n")
         if cfg["install"] == "closed":
             os.chmod("/mnt", 0o700)
         python = "/mnt/venv/bin/python"
     argv = [python, "-c", cfg["probe"], json.dumps(cfg["args"])]
+    if cfg.get("pytest"):  # the red-team suite itself, run in this setup
+        argv = [python, "-m", "pytest", *cfg["pytest"]]
+        os.chdir(cfg["project"])
     if cfg.get("user"):
         os.setgroups([])
         os.setresgid(65534, 65534, 65534)
         os.setresuid(65534, 65534, 65534)
+    if cfg["args"].get("block_userns"):  # what a pod's seccomp profile does to unshare(CLONE_NEWUSER)
+        import errno, pyseccomp as sc  # (a filter survives exec: the probe or pytest runs under it)
+        flt = sc.SyscallFilter(sc.ALLOW)
+        for call in ("unshare", "clone"):
+            flt.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
+        flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+        flt.load()
     if cfg.get("docker"):
         argv = cfg["setpriv"] + argv
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OPENAI_API_KEY": cfg["secret"]}
@@ -100,13 +112,6 @@ PROBE = textwrap.dedent(
     """
     import json, logging, os, socket, sys, uuid
     args = json.loads(sys.argv[1])
-    if args.get("block_userns"):  # what a pod's seccomp profile does to unshare(CLONE_NEWUSER)
-        import errno, pyseccomp as sc
-        flt = sc.SyscallFilter(sc.ALLOW)
-        for call in ("unshare", "clone"):
-            flt.add_rule(sc.ERRNO(errno.EPERM), call, sc.Arg(0, sc.MASKED_EQ, 0x10000000, 0x10000000))
-        flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
-        flt.load()
     logging.disable(logging.CRITICAL)
     from toolgym.core.task import Task
     from toolgym.rewards.code import CodeTestsVerifier
@@ -166,9 +171,12 @@ PROBE = textwrap.dedent(
 SECRET = "sk-toolgym-setup-secret"
 
 
-def run_setup(*, docker=False, install=None, user=False, python=None, **args) -> dict:
+def run_setup(*, docker=False, install=None, user=False, python=None, pytest_args=None, **args):
     base = os.path.realpath(sys.base_prefix)
     site = [p for p in sys.path if p.endswith("site-packages")]
+    # the new venv sees this one's packages as this one does: its site dirs, then what their .pth files say
+    # (the editable install's finder included, so the project itself is not put on sys.path)
+    pth = [line for d in site for line in [d, *_pth_lines(d)]]
     cfg = {
         "project": str(PROJECT),
         "python": python or sys.executable,
@@ -176,26 +184,43 @@ def run_setup(*, docker=False, install=None, user=False, python=None, **args) ->
         "base": base,
         "base_exe": os.path.realpath(sys.executable),
         "site_paths": [*site, str(PROJECT)],
+        "pth": pth,
         "user": user,
         "docker": docker,
         "setpriv": SETPRIV,
         "secret": SECRET,
         "probe": PROBE,
         "args": {"project": str(PROJECT), **args},
+        "pytest": pytest_args,
     }
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-I", "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True, timeout=600
     )
+    if pytest_args:
+        return proc
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     assert line, f"probe failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return json.loads(line[len("RESULT ") :])
 
 
+def _pth_lines(site_dir: str) -> list[str]:
+    lines = []
+    for name in sorted(os.listdir(site_dir)):
+        if name.endswith(".pth"):
+            with open(os.path.join(site_dir, name)) as fh:
+                lines += [line.rstrip("\n") for line in fh if line.strip() and not line.startswith("#")]
+    return lines
+
+
 def assert_contained_and_honest(out: dict) -> None:
     battery = out["battery"]
     assert out["broken"] == "", out["broken"]
-    private = {"/tmp", "/dev/shm"} if "fs_view" in out["active"] else set()  # the run's own tmpfs there
-    assert set(battery.get("wrote", ["?"])) <= private and out["planted"] == [], out
+    # with the view, /tmp (and what lies beneath it, a checkout there included) and /dev/shm are the run's
+    # own tmpfs: a write lands there and vanishes; what matters is that nothing reached the host (planted)
+    wrote = battery.get("wrote", ["?"])
+    if "fs_view" in out["active"]:
+        wrote = [d for d in wrote if not (d in ("/tmp", "/dev/shm") or d.startswith("/tmp/"))]
+    assert wrote == [] and out["planted"] == [], out
     assert {k: battery[k] for k in ("shadow", "environ", "signal", "tcp")} == dict.fromkeys(
         ("shadow", "environ", "signal", "tcp"), "refused"
     ), battery
@@ -245,3 +270,22 @@ def test_a_child_that_cannot_import_its_packages_makes_errors_not_zeros():
     assert "cannot use its interpreter" in out["broken"]
     assert "sandbox_error" in out["honest"][1]  # a verdict error, not a plain 0
     assert out["tool"][0] == "infra_error" and "broken" in out["tool"][1]
+
+
+RED_TEAM = ["tests/security/test_red_team.py", "-q", "-n", "0", "-p", "no:cacheprovider", "-W", "ignore"]
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        pytest.param({"docker": True}, id="docker-like"),
+        pytest.param({"user": True, "install": "open", "block_userns": True}, id="user-without-userns"),
+    ],
+)
+def test_the_red_team_suite_in_the_setups_without_namespaces(setup):
+    """The whole red-team suite where the filesystem wall is Landlock (no fs_view, no pid namespace)."""
+    proc = run_setup(pytest_args=RED_TEAM, **setup)
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
+        proc.stdout[-4000:] + proc.stderr[-2000:]
+    )
