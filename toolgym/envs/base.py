@@ -24,7 +24,7 @@ from toolgym.core.spaces import AnyText
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
-from toolgym.parsers.base import ActionParser
+from toolgym.parsers.base import ActionParser, to_json
 from toolgym.rewards.base import Verifier, safe_verify
 from toolgym.tools.base import Tool
 
@@ -88,7 +88,10 @@ class ToolEnv(gym.Env[str, str]):
         self.parser = _make_parser(action_format, tools, max_action_chars, parser_options or {})
         self.max_turns = int(max_turns)
         self.max_observation_chars = int(max_observation_chars)
-        self.system_prompt = "\n\n".join(p for p in (system_prompt.strip(), self.parser.instructions()) if p)
+        instructions = _instructions(
+            self.parser, action_format, tools, max_action_chars, parser_options or {}
+        )
+        self.system_prompt = "\n\n".join(p for p in (system_prompt.strip(), instructions) if p)
         self.render_mode = render_mode
         self.action_space = AnyText(max_action_chars)
         self.observation_space = AnyText(1_000_000)
@@ -251,6 +254,40 @@ def _positive_int(name: str, value: Any) -> int:
     if number < 1:
         raise ValueError(f"{name} must be >= 1, got {number}")
     return number
+
+
+_INSTRUCTIONS: dict[tuple, str] = {}
+_INSTRUCTIONS_LIMIT = 256
+
+
+def _instructions(
+    parser: ActionParser,
+    action_format: str | ActionParser,
+    tools: Sequence[Tool],
+    max_action_chars: int,
+    options: dict[str, Any],
+) -> str:
+    """The parser's instructions, built once per (format, options, tools as the model sees them): a trainer
+    makes an env per concurrent episode, and writing the instructions (an example call parsed back to check
+    it) is most of what making one costs. A parser passed as an object is asked every time."""
+    if isinstance(action_format, ActionParser):
+        return parser.instructions()
+    try:
+        key = (
+            action_format,
+            max_action_chars,
+            tuple(sorted((k, repr(v)) for k, v in options.items())),
+            tuple((t.name, t.description, t.primary_arg, to_json(t.parameters_view())) for t in tools),
+        )
+    except (TypeError, ValueError):  # a schema that is not JSON: no key, no cache
+        return parser.instructions()
+    text = _INSTRUCTIONS.get(key)
+    if text is None:
+        text = parser.instructions()
+        if len(_INSTRUCTIONS) >= _INSTRUCTIONS_LIMIT:
+            _INSTRUCTIONS.clear()
+        _INSTRUCTIONS[key] = text
+    return text
 
 
 def _make_parser(
