@@ -279,6 +279,8 @@ def _json_object(line: bytes, path: Path, lineno: int) -> dict[str, Any]:
 _SHARED: dict[tuple, FiniteSource] = {}
 _SHARED_LOCKS: dict[tuple, threading.Lock] = {}
 _SHARED_GUARD = threading.Lock()
+#: (path as spelled, device, inode, size, mtime, layout, shape) -> the shared source: the fast path
+_SEEN: dict[tuple, FiniteSource] = {}
 
 
 def shared_file_source(
@@ -286,11 +288,28 @@ def shared_file_source(
 ) -> FiniteSource:
     """The process's one source for this file: ``build(path)`` runs once per (path, size, modification time,
     ``layout``, ``shape``), under a lock, however many envs and threads ask; a changed file is read again
-    (and the old copy dropped). ``shape`` are the options that change the tasks built from the rows."""
+    (and the old copy dropped). ``shape`` are the options that change the tasks built from the rows.
+
+    A path seen before (the same spelling, file and version) is found without resolving it again: a trainer
+    makes an env per concurrent episode, and resolving symlinks was a third of what making one cost."""
+    spelled = os.path.abspath(path)
+    stat = os.stat(spelled)
+    shape_key = json.dumps(shape, sort_keys=True, default=repr)
+    seen = (spelled, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, layout, shape_key)
+    found = _SEEN.get(seen)
+    if found is not None:
+        return found
     resolved = Path(path).resolve()
     stat = resolved.stat()
-    shape_key = json.dumps(shape, sort_keys=True, default=repr)
     key = (str(resolved), stat.st_size, stat.st_mtime_ns, layout, shape_key)
+    found = _shared(key, resolved, build)
+    with _SHARED_GUARD:
+        if _SHARED.get(key) is found:  # (not dropped meanwhile by a newer version of the file)
+            _SEEN[seen] = found
+    return found
+
+
+def _shared(key: tuple, resolved: Path, build: Callable[[Path], FiniteSource]) -> FiniteSource:
     with _SHARED_GUARD:
         found = _SHARED.get(key)
         if found is not None:
@@ -304,8 +323,10 @@ def shared_file_source(
             with _SHARED_GUARD:
                 stale = [k for k in _SHARED if k[0] == key[0] and k[3:] == key[3:] and k != key]
                 for old in stale:  # the file changed: its old copy goes
-                    del _SHARED[old]
+                    dropped = _SHARED.pop(old)
                     _SHARED_LOCKS.pop(old, None)
+                    for spelling in [k for k, v in _SEEN.items() if v is dropped]:
+                        del _SEEN[spelling]
                 _SHARED[key] = found
     return found
 
@@ -315,6 +336,7 @@ def clear_shared_file_sources() -> None:
     with _SHARED_GUARD:
         _SHARED.clear()
         _SHARED_LOCKS.clear()
+        _SEEN.clear()
 
 
 class LazyFileSource(FiniteSource):
