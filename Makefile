@@ -16,7 +16,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
 INSTALL_INPUTS := pyproject.toml requirements.lock scripts/install.py Makefile examples/plugin-package/pyproject.toml
 # the core suite: what `pip install toolgym` (no extras) must pass, run on each other Python by .ci/run
-CORE_TESTS := tests/core tests/envs tests/tools tests/sandbox tests/rewards tests/parsers tests/security tests/search
+CORE_TESTS := tests/core tests/envs tests/tools tests/sandbox tests/rewards tests/parsers tests/security tests/search \
+              tests/sql
 CORE_VENV  = .venv-core-$(notdir $(PYTHON))
 
 .PHONY: install demo test test-core core-venv lint bench docs lock clean

@@ -30,8 +30,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     (
-        "parsers, tools, rewards, search",
-        ("toolgym.parsers", "toolgym.tools", "toolgym.rewards", "toolgym.search"),
+        "parsers, tools, rewards, search, sql",
+        ("toolgym.parsers", "toolgym.tools", "toolgym.rewards", "toolgym.search", "toolgym.sql"),
     ),
     # ToolEnv and make_env wire a parser, tools and a verifier together: they sit above them
     ("envs", ("toolgym.envs", "=toolgym")),

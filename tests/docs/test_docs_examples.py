@@ -34,6 +34,7 @@ PAGES = (
     "envs/search.md",
     "envs/search-multihop.md",
     "envs/reasoning-gym.md",
+    "envs/sql.md",
 )
 README_BLOCKS = set(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL))
 
@@ -52,7 +53,7 @@ EXAMPLES = examples()
 
 def test_the_env_pages_show_sample_episodes():
     shown = {name.split(":")[0] for name, _, output in EXAMPLES if output is not None}
-    pages = ("calculator", "math", "python-code", "search", "search-multihop", "reasoning-gym")
+    pages = ("calculator", "math", "python-code", "search", "search-multihop", "reasoning-gym", "sql")
     assert shown >= {f"envs/{page}.md" for page in pages}
 
 

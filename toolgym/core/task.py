@@ -244,6 +244,49 @@ class JsonlRows(Sequence[dict[str, Any]]):
         return _json_object(line, self.path, int(self._linenos[index]))
 
 
+class JsonArrayRows(Sequence[dict[str, Any]]):
+    """A JSON file holding one array of objects (Spider's ``train_spider.json``, BIRD's ``train.json``),
+    parsed whole: such files are the datasets' own small exports; write large ones as JSON lines."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            rows = json.loads(self.path.read_bytes())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{self.path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(rows, list):
+            raise ValueError(f"{self.path}: expected a JSON array of objects, got {type(rows).__name__}")
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        row = self._rows[index]
+        if not isinstance(row, dict):
+            raise ValueError(f"{self.path}: item {index} is {type(row).__name__}, not a JSON object")
+        return row
+
+
+def task_rows(path: str | Path) -> Sequence[dict[str, Any]]:
+    """A task file's rows, kept compact: Parquet as its Arrow table, JSON lines as one buffer, a JSON array
+    (a ``.json`` file starting with ``[``) parsed whole."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return ArrowRows(path)
+    if path.suffix == ".json" and _starts_with_bracket(path):
+        return JsonArrayRows(path)
+    return JsonlRows(path)
+
+
+def _starts_with_bracket(path: Path) -> bool:
+    with path.open("rb") as fh:
+        head = fh.read(4096).lstrip()
+    return head.startswith(b"[")
+
+
 class ArrowRows(Sequence[dict[str, Any]]):
     """A Parquet file as its Arrow table (columnar, compact); a row becomes a dict when asked for."""
 
@@ -449,9 +492,10 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def jsonl_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> RowSource:
-    """Tasks from a JSON-lines file, one object per line (blank lines ignored), built when drawn."""
+    """Tasks from a JSON-lines file, one object per line (blank lines ignored), or a ``.json`` file holding
+    one array of objects, built when drawn."""
     path = Path(path)
-    return _rows_to_source(JsonlRows(path), fields, name or path.stem)
+    return _rows_to_source(task_rows(path), fields, name or path.stem)
 
 
 def parquet_source(path: str | Path, fields: FieldMap | None = None, name: str | None = None) -> RowSource:
@@ -503,23 +547,27 @@ def read_task_file(spec: str | Path, fields: FieldMap | None = None) -> RowSourc
 
 # ------------------------------------------------------------------------------------------ verl rows
 
-#: the columns that make a file verl-format (DAPO-Math-17k, Search-R1, DeepCoder, SkyRL-SQL ship this way)
+#: the columns that make a file verl-format (DAPO-Math-17k, Search-R1, DeepCoder, SkyRL-SQL ship this way;
+#: SkyRL-gym's own rows say ``reward_spec`` for ``reward_model``)
 VERL_COLUMNS = ("prompt", "reward_model")
 
 
 def file_columns(path: str | Path) -> list[str]:
-    """A task file's column names (Parquet's schema, or the first JSON-lines object's keys)."""
+    """A task file's column names (Parquet's schema, or the first JSON object's keys)."""
     path = Path(path)
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return list(pq.read_schema(path).names)
+    if path.suffix == ".json" and _starts_with_bracket(path):
+        rows = JsonArrayRows(path)
+        return list(rows[0]) if len(rows) else []
     first = next(read_jsonl(path), None)
     return list(first) if first else []
 
 
 def is_verl_layout(columns: Sequence[str]) -> bool:
-    return all(c in columns for c in VERL_COLUMNS)
+    return "prompt" in columns and ("reward_model" in columns or "reward_spec" in columns)
 
 
 def verl_row_task(row: Mapping[str, Any], index: int, source: str) -> Task:
@@ -545,7 +593,7 @@ def verl_row_task(row: Mapping[str, Any], index: int, source: str) -> Task:
         if not users:
             raise ValueError(f"row {index} of {source!r}: 'prompt' has no user message: {messages!r:.200}")
         question = str(users[-1].get("content") or "")
-    reward = _plain(row.get("reward_model")) or {}
+    reward = _plain(row.get("reward_model") or row.get("reward_spec")) or {}  # reward_spec: SkyRL-gym's name
     gold = reward.get("ground_truth") if isinstance(reward, Mapping) else None
     gold = _plain(gold)
     if isinstance(gold, Mapping) and "target" in gold:
@@ -568,7 +616,7 @@ def verl_file_source(path: str | Path, name: str | None = None) -> RowSource:
     """Tasks from a verl-format ``.parquet``/``.jsonl`` file (``verl_row_task`` per row, built when drawn):
     the one reader every env's file loader uses for such rows, before shaping them its own way."""
     path = Path(path)
-    rows = ArrowRows(path) if path.suffix == ".parquet" else JsonlRows(path)
+    rows = task_rows(path)
     label = name or path.stem
     return RowSource(rows, lambda row, i: verl_row_task(row, i, label), name=label)
 

@@ -1,5 +1,5 @@
 """The built-in envs. Importing this package registers each of them (``toolgym/<Name>-v0``)."""
 
-from toolgym.envs import calculator, math, python_code, reasoning_gym, search
+from toolgym.envs import calculator, math, python_code, reasoning_gym, search, sql
 
-__all__ = ["calculator", "math", "python_code", "reasoning_gym", "search"]
+__all__ = ["calculator", "math", "python_code", "reasoning_gym", "search", "sql"]

@@ -110,6 +110,7 @@ class ToolEnv(gym.Env[str, str]):
         self.task = self._pick_task(options or {})
         self._episode_id = f"{self.task.id}#{next(_episode_counter)}"
         for tool in self.tools.values():
+            tool.bind_task(self.task)
             tool.start_episode(self._episode_id)
         messages = [
             {"role": "system", "content": self.system_prompt},

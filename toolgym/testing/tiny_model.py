@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from toolgym.core.paths import cache_root
 from toolgym.testing.chat_template import CHAT_TEMPLATE
 from toolgym.testing.tiny_corpus import tiny_corpus
 
@@ -112,10 +113,11 @@ TINY_MODEL_SPEC = TinyModelSpec()
 def tiny_model_path(cache_dir: str | Path | None = None) -> Path:
     """Return the tiny model's directory, building it first if it is not in the cache yet.
 
-    The cache root is ``cache_dir``, else ``$TOOLGYM_CACHE``, else ``~/.cache/toolgym``; the directory inside
+    The cache root is ``cache_dir``, else ``toolgym.core.paths.cache_root()`` (``$TOOLGYM_CACHE``, else
+    ``~/.cache/toolgym``); the directory inside
     it is named after :func:`recipe_hash`, so a changed recipe never reuses a stale build.
     """
-    root = Path(cache_dir) if cache_dir is not None else _default_cache_root()
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
     final = root / f"tiny-qwen2-{recipe_hash()}"
     if _is_complete(final):
         return final
@@ -165,11 +167,6 @@ def recipe_hash() -> str:
 
 
 # --- cache -------------------------------------------------------------------------------------------------
-
-
-def _default_cache_root() -> Path:
-    env = os.environ.get("TOOLGYM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "toolgym"
 
 
 def _is_complete(model_dir: Path) -> bool:

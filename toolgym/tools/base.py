@@ -19,6 +19,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from toolgym.core.errors import unknown_name
+from toolgym.core.task import Task
 from toolgym.core.text import json_too_deep
 from toolgym.core.types import ToolCall, ToolResult
 
@@ -30,7 +31,8 @@ class Tool(ABC):
     ``primary_arg`` names the argument that a bare text body fills, so that tag formats such as
     ``<calculator>2+2</calculator>`` need no JSON.
 
-    Tools that keep per-episode state (a Python session) override ``start_episode``/``end_episode``;
+    Tools that keep per-episode state (a Python session) override ``start_episode``/``end_episode``; a tool
+    that works on the episode's task (the sql tool and its database) overrides ``bind_task``;
     ``close`` releases everything the tool holds. ``Tool.from_function(fn)`` makes one from a typed function.
     """
 
@@ -145,6 +147,11 @@ class Tool(ABC):
         if self.primary_arg is None:
             raise ValueError(f"{self.name}: expected a JSON object of arguments")
         return {self.primary_arg: text}
+
+    def bind_task(self, task: Task) -> None:
+        """Called by the env on ``reset``, before ``start_episode``, with the episode's task: a tool whose
+        work depends on the task (the sql tool queries the task's database) takes what it needs from it
+        here."""
 
     def start_episode(self, episode_id: str) -> None:
         """Called by the env on ``reset``; stateful tools open per-episode state here."""
