@@ -272,7 +272,17 @@ def test_a_child_that_cannot_import_its_packages_makes_errors_not_zeros():
     assert out["tool"][0] == "infra_error" and "broken" in out["tool"][1]
 
 
-RED_TEAM = ["tests/security/test_red_team.py", "-q", "-n", "0", "-p", "no:cacheprovider", "-W", "ignore"]
+RED_TEAM = [
+    "tests/security/test_red_team.py",
+    "tests/security/test_sql_hostile.py",
+    "-q",
+    "-n",
+    "0",
+    "-p",
+    "no:cacheprovider",
+    "-W",
+    "ignore",
+]
 
 
 @pytest.mark.parametrize(

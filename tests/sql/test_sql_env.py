@@ -6,7 +6,7 @@ from __future__ import annotations
 import gymnasium as gym
 import pytest
 
-import toolgym  # noqa: F401 - registers the envs
+import toolgym
 from toolgym.core.task import Task
 from toolgym.rewards.sql import SqlExecutionVerifier
 from toolgym.sql.databases import DirectoryCatalog
@@ -176,3 +176,26 @@ def test_world_episodes_play_through_the_tool_and_verifier():
         result = play_script(env, oracle_script("toolgym/SQL-v0", task), options={"task": task})
         assert result.reward == 1.0 and result.tool_errors == 0, (task.prompt, result)
     env.close()
+
+
+def test_a_folder_the_sandbox_cannot_read_gives_infra_errors_not_zeros(tmp_path):
+    """A 0700 database folder: where the sandbox's unprivileged user cannot enter it (the full-namespace
+    mode), the tool says infra_error with the advice and the verdict is an error; where the sandbox reads
+    files as uid 0 (a container's Landlock mode) it simply works. Never a plain wrong answer."""
+    from .conftest import make_concert_db
+
+    root = tmp_path / "closed"
+    make_concert_db(root / "concert_singer.sqlite")
+    root.chmod(0o700)
+    task = Task(id="c", prompt="q", answer="SELECT count(*) FROM singer", data={"db_id": "concert_singer"})
+    env = gym.make("toolgym/SQL-v0", tasks=toolgym.ListSource([task]), db_dir=root)
+    env.reset(seed=0)
+    obs, _, _, _, info = env.step("<sql>SELECT count(*) FROM singer</sql>")
+    (result,) = info["tool_results"]
+    verdict = env.step("<answer>SELECT count(*) FROM singer</answer>")[4]["verdict"]
+    env.close()
+    if result.status == "ok":
+        assert "5" in obs and verdict.reward == 1.0 and verdict.error is None
+    else:
+        assert result.status == "infra_error" and "chmod o+rX" in result.output
+        assert verdict.error and "chmod o+rX" in verdict.error
