@@ -9,9 +9,11 @@ gold sorts.
 
 Both judge the same 200 world tasks (levels 1-3), half answered with the gold query and half with a wrong one
 (the gold cut to its first row), and play the same episode: one tool query (the gold), then the answer judged
-against the gold. toolgym's gold-result cache is cleared before every verification here, so both sides run
+against the gold. toolgym's episode goes through the gym env (reset, parsing, the observation, the verdict);
+the peers' is the three queries and the comparison alone, so the ratio is the full cost of the safety and the
+env against the bare queries. toolgym's gold-result cache is cleared before every verification here, so both sides run
 both queries each time (in training, a GRPO group's samples share the gold's result). Each process plays its
-share after warming up; ``2 processes`` is two such processes at once (2 cores here).
+share after warming up, in a fresh interpreter; ``2 processes`` is two such processes at once (2 cores here).
 
 Run::
 
@@ -20,12 +22,11 @@ Run::
 
 from __future__ import annotations
 
+import json
 import os
-import sqlite3
-import threading
-import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -51,58 +52,50 @@ def tasks_and_answers(n: int) -> list[tuple[dict, str]]:
     return out
 
 
-# ------------------------------------------------------------------------------------------ the peers
-
-
-def peer_query(db_file: str, sql: str, timeout: float = 5.0):
-    """SkyRL-gym's way: a plain connection on the file, an interrupt timer, every row fetched."""
-    con = sqlite3.connect(db_file, check_same_thread=False)
-    timer = threading.Timer(timeout, con.interrupt)
-    timer.start()
-    try:
-        return con.execute(sql).fetchall()
-    except sqlite3.Error:
-        return None
-    finally:
-        timer.cancel()
-        con.close()
-
-
-def peer_episode(db_file: str, gold: str, answer: str) -> tuple[float, float]:
-    """One episode the peers' way: the tool query, then the reward (both queries, frozensets compared)."""
-    peer_query(db_file, gold)
-    started = time.perf_counter()
-    pred, ref = peer_query(db_file, answer), peer_query(db_file, gold)
-    reward = float(pred is not None and ref is not None and frozenset(pred) == frozenset(ref))
-    return reward, time.perf_counter() - started
-
-
-# ------------------------------------------------------------------------------------------ one process
-
-
-def play(kind: str, pairs: list[tuple[dict, str]]) -> dict:
-    """Play every pair's episode in this process (after a warm-up) and time it."""
+# One process's share, in a fresh interpreter (``python -c``): the peers' way and ours, timed after a warm-up.
+PLAY = textwrap.dedent(
+    """
+    import json, logging, sqlite3, sys, threading, time
+    logging.disable(logging.CRITICAL)
     import gymnasium as gym
-
-    import toolgym  # noqa: F401
+    import toolgym
     from toolgym.core.task import Task
     from toolgym.rewards import sql as sql_rewards
 
+    kind, pairs = sys.argv[1], json.load(sys.stdin)
     env = gym.make("toolgym/SQL-v0")
     world = env.unwrapped.verifier.catalog
     episodes = [(Task.model_validate(t), answer) for t, answer in pairs]
     files = {t.data["db_id"]: str(world.path(t.data["db_id"])) for t, _ in episodes}
 
-    def ours(task: Task, answer: str) -> tuple[float, float]:
+    def peer_query(db_file, sql, timeout=5.0):
+        # SkyRL-gym's way: a plain connection on the file, an interrupt timer, every row fetched
+        con = sqlite3.connect(db_file, check_same_thread=False)
+        timer = threading.Timer(timeout, con.interrupt)
+        timer.start()
+        try:
+            return con.execute(sql).fetchall()
+        except sqlite3.Error:
+            return None
+        finally:
+            timer.cancel()
+            con.close()
+
+    def peers(task, answer):
+        db_file, gold = files[task.data["db_id"]], str(task.answer)
+        peer_query(db_file, gold)  # the tool call
+        started = time.perf_counter()
+        pred, ref = peer_query(db_file, answer), peer_query(db_file, gold)
+        reward = float(pred is not None and ref is not None and frozenset(pred) == frozenset(ref))
+        return reward, time.perf_counter() - started
+
+    def ours(task, answer):
         env.reset(options={"task": task})
         env.step(f"<sql>{task.answer}</sql>")
         sql_rewards._GOLD.clear()  # both sides run the gold query every time
         started = time.perf_counter()
         reward = env.step(f"<answer>{answer}</answer>")[1]
         return reward, time.perf_counter() - started
-
-    def peers(task: Task, answer: str) -> tuple[float, float]:
-        return peer_episode(files[task.data["db_id"]], str(task.answer), answer)
 
     episode = ours if kind == "toolgym" else peers
     for task, answer in episodes[:10]:  # warm: the sandbox's sessions, the OS page cache
@@ -111,15 +104,28 @@ def play(kind: str, pairs: list[tuple[dict, str]]) -> dict:
     outcomes = [episode(task, answer) for task, answer in episodes]
     elapsed = time.perf_counter() - started
     env.close()
-    return {"elapsed": elapsed, "rewards": [r for r, _ in outcomes], "verify_s": [s for _, s in outcomes]}
+    result = {"elapsed": elapsed, "rewards": [r for r, _ in outcomes], "verify_s": [s for _, s in outcomes]}
+    print("RESULT " + json.dumps(result))
+    """
+)
 
 
 def measure(kind: str, pairs: list[tuple[dict, str]], processes: int) -> dict:
+    """``processes`` fresh interpreters at once, each playing its share; throughput over the slowest."""
     shares = [pairs[i::processes] for i in range(processes)]
-    with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
-        parts = list(pool.map(play, [kind] * processes, shares))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PLAY, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in shares
+    ]
+    parts = []
+    for proc, share in zip(procs, shares):
+        out, _ = proc.communicate(json.dumps(share), timeout=900)
+        line = next(x for x in out.splitlines() if x.startswith("RESULT "))
+        parts.append(json.loads(line[len("RESULT ") :]))
     latencies = sorted(s for part in parts for s in part["verify_s"])
-    rewards = [None] * len(pairs)
+    rewards: list = [None] * len(pairs)
     for i, part in enumerate(parts):
         rewards[i::processes] = part["rewards"]
     return {

@@ -38,7 +38,7 @@ class DatabaseCatalog(ABC):
 
     def engine(self) -> SqlEngine:
         """The process's SQL engine for this catalog's directory (shared by every tool and verifier)."""
-        return sql_engine(self.root)
+        return sql_engine(self.root)  # (self.root is resolved: the engine is found without resolving it)
 
 
 class DirectoryCatalog(DatabaseCatalog):

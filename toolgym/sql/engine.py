@@ -111,6 +111,7 @@ class SqlEngine:
 
     def __init__(self, root: str | Path, workers: int = 2, limits: Limits | None = None):
         self.root = Path(root).resolve()
+        self._prefix = str(self.root).rstrip("/") + "/"
         if not self.root.is_dir():
             raise FileNotFoundError(f"no database directory at {self.root}")
         if workers < 1:
@@ -158,11 +159,13 @@ class SqlEngine:
         comparing results), otherwise long cells are cut (for showing them). Raises ``SqlInfraError`` only
         when the sandbox failed; a bad, slow or huge query is a ``QueryResult`` with ``ok=False``.
         """
-        path = Path(db).resolve()
-        if path != self.root and self.root not in path.parents:
-            raise ValueError(f"database {path} is not under this engine's root {self.root}")
+        path = str(db)
+        if not path.startswith(self._prefix):  # (a catalog's paths are under the resolved root already)
+            path = os.path.realpath(path)
+            if not path.startswith(self._prefix):
+                raise ValueError(f"database {path} is not under this engine's root {self.root}")
         request = {
-            "db": str(path),
+            "db": path,
             "queries": [sql],
             "timeout": float(timeout),
             "keep_rows": int(keep_rows),
@@ -287,18 +290,23 @@ _ENGINES_LOCK = threading.Lock()
 def sql_engine(root: str | Path) -> SqlEngine:
     """The process's engine for the databases under ``root`` (created on first use, closed at exit). Every
     env, tool and verifier on the same directory shares it: its sessions and its sandbox start once."""
-    key = (os.getpid(), str(Path(root).resolve()))
+    pid = os.getpid()
+    engine = _ENGINES.get((pid, str(root)))  # the path as given: every query asks, resolving costs
+    if engine is not None:
+        return engine
+    resolved = str(Path(root).resolve())
     with _ENGINES_LOCK:
-        engine = _ENGINES.get(key)
+        engine = _ENGINES.get((pid, resolved))
         if engine is None:
-            engine = _ENGINES[key] = SqlEngine(root)
+            engine = _ENGINES[(pid, resolved)] = SqlEngine(resolved)
+        _ENGINES[(pid, str(root))] = engine
         return engine
 
 
 def close_sql_engines() -> None:
     """Close every engine of this process (the next use starts new ones)."""
     with _ENGINES_LOCK:
-        engines = [e for (pid, _), e in _ENGINES.items() if pid == os.getpid()]
+        engines = {id(e): e for (pid, _), e in _ENGINES.items() if pid == os.getpid()}.values()
         _ENGINES.clear()
     for engine in engines:
         engine.close()

@@ -125,13 +125,16 @@ class SqlWorld(DatabaseCatalog):
         self.seed = seed
         self._key = splitmix(0x5A17 ^ splitmix(seed))
         self._dir = Path(cache_dir) if cache_dir is not None else cache_root() / f"sql-world-v{WORLD_VERSION}"
+        self._root: Path | None = None
 
     # -- the catalog ---------------------------------------------------------------------------------------
 
     @property
     def root(self) -> Path:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        return self._dir.resolve()
+        if self._root is None:  # (made and resolved once: every query asks)
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._root = self._dir.resolve()
+        return self._root
 
     def db_id(self, index: int) -> str:
         return f"w{self.seed}-{index}"
