@@ -11,9 +11,10 @@ Both judge the same 200 world tasks (levels 1-3), half answered with the gold qu
 (the gold cut to its first row), and play the same episode: one tool query (the gold), then the answer judged
 against the gold. toolgym's episode goes through the gym env (reset, parsing, the observation, the verdict);
 the peers' is the three queries and the comparison alone, so the ratio is the full cost of the safety and the
-env against the bare queries. toolgym's gold-result cache is cleared before every verification here, so both sides run
-both queries each time (in training, a GRPO group's samples share the gold's result). Each process plays its
-share after warming up, in a fresh interpreter; ``2 processes`` is two such processes at once (2 cores here).
+env against the bare queries. toolgym's gold-result cache is cleared before every verification here, so both
+sides run both queries each time (in training, a GRPO group's samples share the gold's result). Each process
+plays its share after warming up, in a fresh interpreter; ``2 processes`` is two such processes at once (2
+cores here).
 
 Run::
 
