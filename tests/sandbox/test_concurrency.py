@@ -8,6 +8,7 @@ import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from toolgym.sandbox.client import ServerDied, ServerHandle
 from toolgym.sandbox.local import wait_until
 from toolgym.sandbox.processes import process_table
 
@@ -86,6 +87,27 @@ def test_fork_server_crash_is_sandbox_error_then_recovers(fresh_sb):
     assert res.ok and res.stdout == "back\n"
     assert set(fresh_sb.server_pids).isdisjoint(servers)
     assert wait_until(lambda: not fresh_sb.stray_processes())
+
+
+def test_a_session_opened_just_after_its_server_died_goes_to_a_new_one(fresh_sb, monkeypatch):
+    """A killed server can still look alive until it is reaped, so a session's request meets a closed
+    socket (CI saw "Connection reset by peer" under load). Nothing ran yet: the request goes to a server
+    started again, and the session works."""
+    real_open = ServerHandle.open_session
+    failed = []
+
+    def dies_first(server, header, payload, timeout):
+        if not failed:
+            failed.append(server.index)
+            server.kill()
+            raise ServerDied(f"fork server {server.index} died: [Errno 104] Connection reset by peer")
+        return real_open(server, header, payload, timeout)
+
+    monkeypatch.setattr(ServerHandle, "open_session", dies_first)
+    sess = fresh_sb.session()
+    res = sess.run("print('new')")
+    assert failed and res.ok and res.stdout == "new\n", res
+    sess.close()
 
 
 def test_sessions_die_with_their_server_and_report_it(fresh_sb):

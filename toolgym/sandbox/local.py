@@ -382,9 +382,17 @@ class LocalSandbox(Sandbox):
             sess.waited_s += self._slots.acquire(sess)
         try:
             header = {"op": "session", "limits": limits.model_dump()}
-            with self._server() as server:
-                reply, fds = server.open_session(header, {"files": files}, timeout=60.0)
-                launches = server.launches
+            for attempt in range(2):
+                try:
+                    with self._server() as server:
+                        reply, fds = server.open_session(header, {"files": files}, timeout=60.0)
+                        launches = server.launches
+                    break
+                except ServerDied as exc:
+                    # a server killed a moment ago can still look alive (not reaped yet): nothing ran, so
+                    # the request goes once more, to a server started again
+                    if attempt or isinstance(exc, SandboxBroken):
+                        raise
             if not reply.get("ok"):
                 raise RuntimeError(reply.get("detail", "session could not start"))
             if len(fds) != 4:
