@@ -46,7 +46,7 @@ def test_observations_are_what_the_parser_renders(client):
     parser = make_parser("xml", [PythonTool(), Calculator()])
     actions = [
         "Let me compute. <python>print(6*7)</python>",
-        "```python\nprint(1)\n```",  # not this format: invalid, with the parser's reason
+        "Some text and no call at all",  # invalid, with the parser's reason
         "<calculator>2**10</calculator>",
         "<tool>print('generic marker goes to the primary tool')</tool>",
         "<think><python>print('never run')</python></think><answer>42</answer>",
@@ -62,6 +62,30 @@ def test_observations_are_what_the_parser_renders(client):
     ]
     assert body["valids"] == [True, False, True, True, True]
     assert body["dones"] == [False, False, False, False, True]  # an answer ends the trajectory
+
+
+def test_verl_tools_python_fences_run_where_the_format_finds_no_call(client):
+    """verl-tool's python tool reads <python> tags, else ```python fences (its math-TIR recipes' format)."""
+    actions = [
+        "I will compute it.\n```python\nx = 6 * 7\nprint(x)\n```",
+        "```python\nprint(x + 1)\n```\nand\n```py\nprint(x + 2)\n```",  # two blocks: two calls, in order
+        "<python>print('the tag wins')</python>\n```python\nprint('not run')\n```",
+        "```bash\nls\n```",  # not a python fence: still no call
+    ]
+    body = observe(client, ["f", "f3", "f4"], actions[:1] + actions[2:])
+    assert body["observations"][:2] == ["<output>\n42\n</output>", "<output>\nthe tag wins\n</output>"]
+    assert body["valids"] == [True, True, False]
+    assert body["observations"][2].startswith("Invalid action:")
+    both = observe(client, ["f"], [actions[1]])["observations"][0]
+    assert both == "<output>\n43\n</output>\n<output>\n44\n</output>"
+    observe(client, ["f", "f2", "f3", "f4"], [""] * 4, finish=[True] * 4)
+
+
+def test_fences_can_be_turned_off():
+    app = create_app(ToolServerConfig(tools=TOOLS, code_fences=False), sandbox=shared_sandbox())
+    with TestClient(app) as c:
+        body = observe(c, ["a"], ["```python\nprint(1)\n```"])
+    assert body["valids"] == [False] and body["observations"][0].startswith("Invalid action:")
 
 
 def test_python_state_persists_per_trajectory_until_finish(client):

@@ -4,7 +4,9 @@ Two faces over one set of tools:
 
 - **verl-tool's** ``POST /get_observation`` (``toolgym.server.tools_api``): a batch of trajectories' raw
   model turns. Each is read by the configured action format's parser (the env's parser: ``<python>``,
-  fenced code, the generic ``<tool>`` marker, ...), its tool calls run with that trajectory's state, and the
+  fenced code, the generic ``<tool>`` marker, ...) and, where that finds no call and the python tool is
+  served, as verl-tool's python tool reads them (``--no-code-fences`` turns it off): ```` ```python ````
+  fences are python calls. Its tool calls run with that trajectory's state, and the
   observation is the parser's rendering, cut to ``max_observation_chars`` — the text ``ToolEnv.step`` would
   return for the same turn. A final answer or ``finish`` ends the trajectory and frees its state;
   ``is_last_step`` frees it after the call.
@@ -81,6 +83,9 @@ class ToolRuntime:
             max_action_chars=config.max_action_chars,
             **config.parser_options,
         )
+        #: verl-tool's python tool reads ```python fences where it finds no <python> tag; so does this server
+        fences = config.code_fences and "python" in self.templates and config.action_format != "markdown"
+        self.fence_parser = make_parser("markdown", [self.templates["python"]]) if fences else None
         self.sessions = ToolSessions(
             {name: factories[name] for name in stateful},
             {name: tool for name, tool in self.templates.items() if name not in stateful},
@@ -146,6 +151,10 @@ class ToolRuntime:
             await self.sessions.close(tid)
             return "", True, True
         parsed = self.parser.parse(request.actions[i])
+        if parsed.kind == "invalid" and self.fence_parser is not None:
+            fenced = self.fence_parser.parse(request.actions[i])
+            if fenced.kind == "tool_calls":  # only a fence that is a call; an answer stays the format's own
+                parsed = fenced
         if parsed.kind == "answer":
             observation, done, valid = "", True, True
         elif parsed.kind == "invalid":
@@ -405,6 +414,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-observation-chars", type=int, default=d.max_observation_chars)
     p.add_argument("--max-action-chars", type=int, default=d.max_action_chars)
     p.add_argument("--done-if-invalid", action="store_true", help="an unparsable action ends its trajectory")
+    p.add_argument(
+        "--no-code-fences",
+        dest="code_fences",
+        action="store_false",
+        help="do not read ```python fences as python calls where the action format finds no call",
+    )
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests at once")
     p.add_argument("--max-queue", type=int, default=d.max_queue, help="requests waiting; beyond: 503")
     p.add_argument("--queue-timeout", type=float, default=d.queue_timeout, help="seconds a request may wait")
@@ -436,6 +451,7 @@ def config_from_args(args: argparse.Namespace) -> ToolServerConfig:
         max_action_chars=args.max_action_chars,
         max_observation_chars=args.max_observation_chars,
         done_if_invalid=args.done_if_invalid,
+        code_fences=args.code_fences,
         max_concurrency=args.max_concurrency,
         max_queue=args.max_queue,
         queue_timeout=args.queue_timeout,

@@ -40,6 +40,11 @@ class ToolServerConfig(BaseModel):
         default=8_000, ge=1, description="tool output beyond this is cut in the middle (as ToolEnv)"
     )
     done_if_invalid: bool = Field(default=False, description="an unparsable action ends its trajectory")
+    code_fences: bool = Field(
+        default=True,
+        description="a ```python fence is a python call when the action format finds none (as verl-tool's "
+        "python tool reads <python> tags and fences)",
+    )
     # overload
     max_concurrency: int = Field(default=64, ge=1, description="requests processed at once")
     max_queue: int = Field(default=1024, ge=0, description="requests waiting for a slot; beyond it: 503")
