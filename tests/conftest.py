@@ -97,28 +97,47 @@ def pytest_make_collect_report(collector):
 
 #: files that start a local Ray instance (directly, or through verl's trainer)
 RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
-#: files that use the session's vLLM server (``vllm_server``): on one worker, it starts once (~1 min of CPU)
-VLLM_SERVER_FILES = frozenset({"tests/examples/test_examples.py", "tests/rollout/test_openai_http_client.py"})
+#: files that use the session's vLLM server (``vllm_server``) or in-process engine (``engine``): on one
+#: worker, so that each starts once (each is about a minute of CPU; spread over two workers, the engine
+#: started twice)
+VLLM_FILES = frozenset(
+    {
+        "tests/examples/test_examples.py",
+        "tests/rollout/test_openai_http_client.py",
+        "tests/rollout/test_episode.py",
+        "tests/rollout/test_rollout_commands.py",
+        "tests/server/test_agent_server.py",
+        "tests/trainers/openrlhf/test_executor.py",
+        "tests/trainers/verl/test_agent_loop.py",
+    }
+)
+#: the units of work that run first, longest first, so the other worker is not left idle at the end
+FIRST = ("ray", "vllm")
 
 
 def xdist_scope(path: str) -> str:
-    """The unit of work a test file belongs to under pytest-xdist: the Ray group, the vLLM-server group, or
-    the file itself."""
-    return "ray" if path in RAY_FILES else "vllm-server" if path in VLLM_SERVER_FILES else path
+    """The unit of work a test file belongs to under pytest-xdist: the Ray group, the vLLM group, or the file
+    itself."""
+    return "ray" if path in RAY_FILES else "vllm" if path in VLLM_FILES else path
 
 
 def pytest_collection_modifyitems(config, items):
-    """The Ray files are the longest unit of work (two engines in Ray actors, a verl GRPO run): first, so
-    that the other worker works through the rest meanwhile instead of idling while it runs last."""
-    items.sort(key=lambda item: xdist_scope(item.path.relative_to(config.rootpath).as_posix()) != "ray")
+    """The Ray files (two engines in Ray actors, a verl GRPO run) and the vLLM files are the longest units of
+    work: first, so that the other worker works through the rest meanwhile instead of idling at the end."""
+
+    def order(item) -> int:
+        scope = xdist_scope(item.path.relative_to(config.rootpath).as_posix())
+        return FIRST.index(scope) if scope in FIRST else len(FIRST)
+
+    items.sort(key=order)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
     and in order, as in a one-process run; the files that start Ray share a worker, so that two Ray instances
-    never run at once, and so do the vLLM server's users, so that it starts once. Session fixtures (the
-    engine, the vLLM server) start once per worker that uses them.
+    never run at once, and so do the users of the vLLM server and of the in-process engine, so that each
+    starts once. Session fixtures (the engine, the vLLM server) start once per worker that uses them.
 
     This scheduler does it, not ``xdist_group`` marks: pytest-xdist 3.8's loadgroup appends ``@group`` to
     each item's ``_nodeid``, which pytest 9.2 no longer reads (node ids come from their structured form), so
