@@ -2,9 +2,10 @@
 
 A template reads the database's tables and column kinds (``toolgym.sql.world``), draws what to ask about from
 the database's own values (a category value that occurs, a threshold between real values, a row's name), and
-writes the question and its gold query. A drawn question is kept only if its gold result is a real answer:
-1 to ``MAX_ROWS`` rows, no NULL, no zero count, and for a ranking no tie at the cut (so the rows it orders,
-and the ones ``LIMIT`` keeps, are the only right ones). Otherwise another template or value is drawn.
+writes the question and its gold query; it raises ``NoFit`` when the database has nothing of the kind it
+needs. A drawn question is kept only if its gold result is a real answer: 1 to ``MAX_ROWS`` rows, no NULL, no
+zero count, and for a ranking no tie at the cut (so the rows it orders, and the ones ``LIMIT`` keeps, are the
+only right ones). Otherwise another template or value is drawn.
 
 =====  ==================================================================================================
 level  templates
@@ -82,17 +83,26 @@ def _has(child: WorldTable, fk: WorldColumn, parent: WorldTable, db: _Db) -> str
     return f"{child.plural} as their {fk.role}" if db.shared_parent(child, parent) else child.plural
 
 
+class NoFit(Exception):
+    """The template has nothing to ask on this database (no table of the kind it needs, a tie at a cut)."""
+
+
 def _pick(rng: random.Random, options: list) -> Any:
-    return rng.choice(options) if options else None
+    if not options:
+        raise NoFit
+    return rng.choice(options)
+
+
+def _parent_link(rng: random.Random, db: _Db) -> Link:
+    """A foreign key whose parent rows have names: (child table, fk column, parent table)."""
+    return _pick(rng, db.links(lambda lk: lk[2].label is not None))
 
 
 # ------------------------------------------------------------------------------------------ level 1
 
 
-def filter_category(rng: random.Random, db: _Db) -> Question | None:
+def filter_category(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.label and t.of_kind("category")))
-    if table is None:
-        return None
     cat = rng.choice(table.of_kind("category"))
     value = rng.choice(db.values(table, cat))
     return Question(
@@ -102,10 +112,8 @@ def filter_category(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def filter_number(rng: random.Random, db: _Db) -> Question | None:
+def filter_number(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.label and t.of_kind(*_NUMERIC)))
-    if table is None:
-        return None
     num = rng.choice(table.of_kind(*_NUMERIC))
     values = db.values(table, num)
     keep = rng.randint(1, min(12, len(values) - 1))
@@ -122,10 +130,8 @@ def filter_number(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def count_category(rng: random.Random, db: _Db) -> Question | None:
+def count_category(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.of_kind("category")))
-    if table is None:
-        return None
     cat = rng.choice(table.of_kind("category"))
     value = rng.choice(db.values(table, cat))
     return Question(
@@ -135,10 +141,8 @@ def count_category(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def aggregate_filtered(rng: random.Random, db: _Db) -> Question | None:
+def aggregate_filtered(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.of_kind("category") and t.of_kind("int", "real")))
-    if table is None:
-        return None
     cat, num = rng.choice(table.of_kind("category")), rng.choice(table.of_kind("int", "real"))
     value = rng.choice(db.values(table, cat))
     fn = rng.choice(list(_AGGREGATES))
@@ -150,10 +154,8 @@ def aggregate_filtered(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def top_k(rng: random.Random, db: _Db) -> Question | None:
+def top_k(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.label and t.of_kind(*_NUMERIC)))
-    if table is None:
-        return None
     num = rng.choice(table.of_kind(*_NUMERIC))
     k = rng.randint(2, 5)
     desc = rng.random() < 0.6
@@ -161,7 +163,7 @@ def top_k(rng: random.Random, db: _Db) -> Question | None:
     ranked = db.rows(f"SELECT {num.name} FROM {table.name} ORDER BY {num.name} {order} LIMIT {k + 1}")
     cut = [r[0] for r in ranked]
     if len(set(cut)) != len(cut):  # a tie inside the top k or at the cut: the answer would not be unique
-        return None
+        raise NoFit
     most = "highest" if desc else "lowest"
     return Question(
         f"List the {table.label.phrase} and the {num.phrase} of the {k} {table.plural} with the {most} "
@@ -171,10 +173,8 @@ def top_k(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def count_in_year(rng: random.Random, db: _Db) -> Question | None:
+def count_in_year(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.of_kind("date", "year")))
-    if table is None:
-        return None
     col = rng.choice(table.of_kind("date", "year"))
     values = db.values(table, col)
     year = int(str(rng.choice(values))[:4])
@@ -194,10 +194,8 @@ def count_in_year(rng: random.Random, db: _Db) -> Question | None:
 # ------------------------------------------------------------------------------------------ level 2
 
 
-def join_filter(rng: random.Random, db: _Db) -> Question | None:
+def join_filter(rng: random.Random, db: _Db) -> Question:
     link = _pick(rng, db.links(lambda lk: lk[0].label and (lk[2].of_kind("category") or lk[2].label)))
-    if link is None:
-        return None
     child, fk, parent = link
     lab = child.label
     by_name = parent.label is not None and (not parent.of_kind("category") or rng.random() < 0.5)
@@ -221,11 +219,8 @@ def join_filter(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def join_count(rng: random.Random, db: _Db) -> Question | None:
-    link = _pick(rng, db.links(lambda lk: lk[2].label is not None))
-    if link is None:
-        return None
-    child, fk, parent = link
+def join_count(rng: random.Random, db: _Db) -> Question:
+    child, fk, parent = _parent_link(rng, db)
     name = rng.choice(db.values(parent, parent.label))
     return Question(
         f"How many {child.plural} have {_said(name)} as their {fk.role}?",
@@ -235,10 +230,8 @@ def join_count(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def join_aggregate(rng: random.Random, db: _Db) -> Question | None:
+def join_aggregate(rng: random.Random, db: _Db) -> Question:
     link = _pick(rng, db.links(lambda lk: lk[2].label is not None and lk[0].of_kind("int", "real")))
-    if link is None:
-        return None
     child, fk, parent = link
     num = rng.choice(child.of_kind("int", "real"))
     name = rng.choice(db.values(parent, parent.label))
@@ -251,10 +244,8 @@ def join_aggregate(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def group_count(rng: random.Random, db: _Db) -> Question | None:
+def group_count(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.of_kind("category")))
-    if table is None:
-        return None
     cat = rng.choice(table.of_kind("category"))
     return Question(
         f"For each {cat.phrase}, how many {table.plural} are there? Give each {cat.phrase} with its count.",
@@ -263,10 +254,8 @@ def group_count(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def group_average(rng: random.Random, db: _Db) -> Question | None:
+def group_average(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.of_kind("category") and t.of_kind("int", "real")))
-    if table is None:
-        return None
     cat, num = rng.choice(table.of_kind("category")), rng.choice(table.of_kind("int", "real"))
     return Question(
         f"For each {cat.phrase}, what is the average {num.phrase} of the {table.plural}? Give each "
@@ -276,11 +265,8 @@ def group_average(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def count_per_parent(rng: random.Random, db: _Db) -> Question | None:
-    link = _pick(rng, db.links(lambda lk: lk[2].label is not None))
-    if link is None:
-        return None
-    child, fk, parent = link
+def count_per_parent(rng: random.Random, db: _Db) -> Question:
+    child, fk, parent = _parent_link(rng, db)
     lab = parent.label
     return Question(
         f"For each {parent.singular} that has at least one of them, how many {_has(child, fk, parent, db)} "
@@ -294,14 +280,11 @@ def count_per_parent(rng: random.Random, db: _Db) -> Question | None:
 # ------------------------------------------------------------------------------------------ level 3
 
 
-def having_count(rng: random.Random, db: _Db) -> Question | None:
-    link = _pick(rng, db.links(lambda lk: lk[2].label is not None))
-    if link is None:
-        return None
-    child, fk, parent = link
+def having_count(rng: random.Random, db: _Db) -> Question:
+    child, fk, parent = _parent_link(rng, db)
     counts = [r[0] for r in db.rows(f"SELECT COUNT(*) FROM {child.name} GROUP BY {fk.name} ORDER BY 1")]
     if len(counts) < 2:
-        return None
+        raise NoFit
     n = counts[-rng.randint(2, min(len(counts), MAX_ROWS))]
     lab = parent.label
     return Question(
@@ -312,10 +295,8 @@ def having_count(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def above_average(rng: random.Random, db: _Db) -> Question | None:
+def above_average(rng: random.Random, db: _Db) -> Question:
     table = _pick(rng, db.tables(lambda t: t.label and t.of_kind("category") and t.of_kind("int", "real")))
-    if table is None:
-        return None
     cat, num = rng.choice(table.of_kind("category")), rng.choice(table.of_kind("int", "real"))
     value = rng.choice(db.values(table, cat))
     return Question(
@@ -327,11 +308,8 @@ def above_average(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def without_any(rng: random.Random, db: _Db) -> Question | None:
-    link = _pick(rng, db.links(lambda lk: lk[2].label is not None))
-    if link is None:
-        return None
-    child, fk, parent = link
+def without_any(rng: random.Random, db: _Db) -> Question:
+    child, fk, parent = _parent_link(rng, db)
     lab = parent.label
     return Question(
         f"Which {parent.plural} have no {_has(child, fk, parent, db)}? Give their {lab.phrase}.",
@@ -340,14 +318,11 @@ def without_any(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def most(rng: random.Random, db: _Db) -> Question | None:
-    link = _pick(rng, db.links(lambda lk: lk[2].label is not None))
-    if link is None:
-        return None
-    child, fk, parent = link
+def most(rng: random.Random, db: _Db) -> Question:
+    child, fk, parent = _parent_link(rng, db)
     top = db.rows(f"SELECT COUNT(*) FROM {child.name} GROUP BY {fk.name} ORDER BY 1 DESC LIMIT 2")
     if len(top) < 2 or top[0][0] == top[1][0]:  # a tie for the most: no single answer
-        return None
+        raise NoFit
     lab = parent.label
     has = _has(child, fk, parent, db).replace("as their", "as its")
     return Question(
@@ -359,16 +334,14 @@ def most(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-def two_joins(rng: random.Random, db: _Db) -> Question | None:
+def two_joins(rng: random.Random, db: _Db) -> Question:
     chains = [
         (low, mid)
         for low in db.links()
         for mid in db.links(lambda lk: lk[2].of_kind("category"))
         if low[2] is mid[0]
     ]
-    if not chains:
-        return None
-    (child, fk1, middle), (_, fk2, parent) = rng.choice(chains)
+    (child, fk1, middle), (_, fk2, parent) = _pick(rng, chains)
     cat = rng.choice(parent.of_kind("category"))
     value = rng.choice(db.values(parent, cat))
     return Question(
@@ -379,7 +352,7 @@ def two_joins(rng: random.Random, db: _Db) -> Question | None:
     )
 
 
-TEMPLATES: dict[int, tuple[Callable[[random.Random, _Db], Question | None], ...]] = {
+TEMPLATES: dict[int, tuple[Callable[[random.Random, _Db], Question], ...]] = {
     1: (filter_category, filter_number, count_category, aggregate_filtered, top_k, count_in_year),
     2: (join_filter, join_count, join_aggregate, group_count, group_average, count_per_parent),
     3: (having_count, above_average, without_any, most, two_joins),
@@ -391,8 +364,11 @@ def draw_question(rng: random.Random, spec: DatabaseSpec, con: SharedConnection,
     docstring); after many failed draws (a database too small for the level), a count of a table."""
     db = _Db(spec, con)
     for _ in range(_ATTEMPTS):
-        question = rng.choice(TEMPLATES[level])(rng, db)
-        if question is not None and _is_answer(db.rows(question.sql)):
+        try:
+            question = rng.choice(TEMPLATES[level])(rng, db)
+        except NoFit:
+            continue
+        if _is_answer(db.rows(question.sql)):
             return question
     table = rng.choice(spec.tables)
     return Question(f"How many {table.plural} are there?", f"SELECT COUNT(*) FROM {table.name}", "count_all")
