@@ -102,3 +102,10 @@ def test_unknown_database_ids_are_refused(world):
     for bad in ("w3-16", "w4-1", "nothing", "w3-x"):
         with pytest.raises(FileNotFoundError, match="no database"):
             world.path(bad)
+
+
+def test_an_unwritable_cache_says_what_to_set(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(OSError, match="set TOOLGYM_CACHE to a writable folder"):
+        SqlWorld(4, 0, cache_dir=blocker / "sql").path("w0-1")

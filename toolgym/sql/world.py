@@ -132,7 +132,13 @@ class SqlWorld(DatabaseCatalog):
     @property
     def root(self) -> Path:
         if self._root is None:  # (made and resolved once: every query asks)
-            self._dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self._dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise OSError(
+                    f"cannot make the SQL world's database folder {self._dir} ({exc.strerror}): set "
+                    "TOOLGYM_CACHE to a writable folder"
+                ) from exc
             self._root = self._dir.resolve()
         return self._root
 
