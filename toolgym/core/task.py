@@ -547,10 +547,6 @@ def read_task_file(spec: str | Path, fields: FieldMap | None = None) -> RowSourc
 
 # ------------------------------------------------------------------------------------------ verl rows
 
-#: the columns that make a file verl-format (DAPO-Math-17k, Search-R1, DeepCoder, SkyRL-SQL ship this way;
-#: SkyRL-gym's own rows say ``reward_spec`` for ``reward_model``)
-VERL_COLUMNS = ("prompt", "reward_model")
-
 
 def file_columns(path: str | Path) -> list[str]:
     """A task file's column names (Parquet's schema, or the first JSON object's keys)."""
@@ -567,6 +563,8 @@ def file_columns(path: str | Path) -> list[str]:
 
 
 def is_verl_layout(columns: Sequence[str]) -> bool:
+    """Whether a file's columns are verl's (DAPO-Math-17k, Search-R1, DeepCoder, SkyRL-SQL ship this way):
+    ``prompt`` and ``reward_model`` (SkyRL-gym's own rows say ``reward_spec``)."""
     return "prompt" in columns and ("reward_model" in columns or "reward_spec" in columns)
 
 
@@ -622,7 +620,10 @@ def verl_file_source(path: str | Path, name: str | None = None) -> RowSource:
 
 
 def missing_task_file(path: Path) -> str:
-    return f"no task file or dataset at {path}: pass a .jsonl or .parquet file, or a saved dataset directory"
+    return (
+        f"no task file or dataset at {path}: pass a .jsonl, .json or .parquet file, or a saved dataset "
+        "directory"
+    )
 
 
 def load_tasks(spec: str | Path, fields: FieldMap | None = None) -> FiniteSource:
