@@ -166,7 +166,7 @@ class SqlEngine:
                 raise ValueError(f"database {path} is not under this engine's root {self.root}")
         request = {
             "db": path,
-            "queries": [sql],
+            "query": sql,
             "timeout": float(timeout),
             "keep_rows": int(keep_rows),
             "count_rows": int(count_rows),
@@ -245,8 +245,9 @@ def _describe(res: ExecResult) -> str:
 def _result(res: ExecResult, timeout: float) -> QueryResult:
     """The query's outcome from the session's reply. The reply is untrusted text (it comes from a process
     that ran the query), so it is parsed strictly; anything unexpected is the sandbox's failure."""
+    too_slow = f"the query ran past the {timeout:g} s limit"
     if res.status == "timeout":
-        return QueryResult(False, error=f"the query ran past the {timeout:g} s limit", kind="timeout")
+        return QueryResult(False, error=too_slow, kind="timeout")
     if res.status == "memory":
         return QueryResult(False, error="out of memory", kind="memory")
     if res.status != "ok":
@@ -255,19 +256,18 @@ def _result(res: ExecResult, timeout: float) -> QueryResult:
         reply = json.loads(res.stdout)
         if "open_error" in reply:
             raise SqlInfraError(f"cannot open the database: {reply['open_error']}")
-        (one,) = reply["results"]
-        if not one["ok"]:
-            kind = str(one["kind"])
-            error = f"the query ran past the {timeout:g} s limit" if kind == "timeout" else str(one["error"])
+        if not reply["ok"]:
+            kind = str(reply["kind"])
+            error = too_slow if kind == "timeout" else str(reply["error"])
             return QueryResult(False, error=error, kind=kind)
-        rows = tuple(tuple(_value(v) for v in row) for row in one["rows"])
+        rows = tuple(tuple(_value(v) for v in row) for row in reply["rows"])
         return QueryResult(
             True,
-            columns=tuple(str(c) for c in one["columns"]),
+            columns=tuple(str(c) for c in reply["columns"]),
             rows=rows,
-            total=int(one["total"]),
-            complete=bool(one["complete"]),
-            seconds=float(one["s"]),
+            total=int(reply["total"]),
+            complete=bool(reply["complete"]),
+            seconds=float(reply["s"]),
         )
     except (ValueError, KeyError, TypeError) as exc:
         raise SqlInfraError(f"malformed reply from the SQL sandbox: {type(exc).__name__}: {exc}") from None

@@ -2,7 +2,7 @@
 
 This file is executed as the session's first snippet, so it imports nothing but the standard library and is
 never imported by toolgym itself. Each later snippet is one call, ``_toolgym_sql_call(<request JSON>)``, which
-prints one JSON reply: per query, the columns, the rows kept and the total row count, or the error.
+prints one JSON reply: the query's columns, the rows kept and the total row count, or the error.
 
 The guards, in the order a query meets them (the sandbox around the process is the last line: no network, a
 read-only view of the file system, an unprivileged user, seccomp, memory and CPU limits):
@@ -145,19 +145,17 @@ def _toolgym_sql_call(request_json):
     except sqlite3.Error as exc:
         _reply({"open_error": str(exc)})
         return
-    replies = [
+    _reply(
         _run(
             con,
-            query,
+            request["query"],
             request["timeout"],
             request["keep_rows"],
             request["count_rows"],
             request["max_bytes"],
             request["exact"],
         )
-        for query in request["queries"]
-    ]
-    _reply({"results": replies})
+    )
 
 
 def _reply(message):
