@@ -1,7 +1,9 @@
 """The episode runner and collector: token plumbing with a scripted client, then on the real vLLM engine."""
 
 import asyncio
+import os
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -220,3 +222,48 @@ def test_collect_groups_share_the_task_and_stream_to_jsonl(engine, tmp_path):
     assert env_summary.episodes == 6 and env_summary.errors == 0
     assert summary.generated_tokens == sum(sum(t.response_mask) for t in trajs) > 0
     assert 0.0 <= summary.engine_idle_fraction < 1.0
+
+
+def _descendants(pid: int) -> list[tuple[int, str]]:
+    """(pid, name) of every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    names = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        child = int(stat.parent.name)
+        names[child] = name
+        children.setdefault(int(rest[1]), []).append(child)
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append((child, names[child]))
+            todo.append(child)
+    return found
+
+
+def test_the_cpu_engine_runs_its_model_in_the_engine_core_process(engine):
+    """One worker on a CPU: the model runs in vLLM's engine-core process (the ``uni`` executor), so an engine
+    start spawns one process that imports vLLM and torch, not two; the variable that allows it is set only
+    while the engine is built."""
+    parallel = engine.client.engine.vllm_config.parallel_config
+    assert parallel.distributed_executor_backend == "uni"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
+    names = [name for _, name in _descendants(os.getpid())]
+    assert any(name.startswith("VLLM::EngineCor") for name in names), names  # (comm: 15 characters)
+    assert not any("Worker" in name for name in names), names
+
+
+def test_the_executor_is_left_to_vllm_for_several_workers_or_when_chosen():
+    from toolgym.rollout.clients.vllm_inproc import VLLMConfig, _one_process_executor, _uniproc_allowed
+
+    assert _one_process_executor(VLLMConfig(model="m")) == {"distributed_executor_backend": "uni"}
+    assert _one_process_executor(VLLMConfig(model="m", tensor_parallel_size=2)) == {}
+    chosen = VLLMConfig(model="m", extra={"distributed_executor_backend": "mp"})
+    assert _one_process_executor(chosen) == {}
+    with _uniproc_allowed({"distributed_executor_backend": "uni"}):
+        assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ

@@ -20,10 +20,12 @@ from pathlib import Path
 
 import httpx
 
-#: server arguments for the tiny model on a CPU (a real model on a GPU wants its own)
+#: server arguments for the tiny model on a CPU (a real model on a GPU wants its own). ``uni``: the model runs
+#: in the engine-core process, not in a worker process of its own (one process fewer to spawn, each ~30 s of
+#: imports on two cores; see ``toolgym.rollout.clients.vllm_inproc._one_process_executor``)
 TINY_CPU_ARGS = (
     "--dtype", "float32", "--max-model-len", "4096", "--enforce-eager",
-    "--gpu-memory-utilization", "0.05", "--seed", "0",
+    "--gpu-memory-utilization", "0.05", "--seed", "0", "--distributed-executor-backend", "uni",
 )  # fmt: skip
 
 
@@ -56,6 +58,8 @@ class VLLMServer:
             "--host", "127.0.0.1", "--port", str(port), *args,
         ]  # fmt: skip
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+        if "uni" in args:  # vLLM-CPU keeps the uni executor only with this at 0 (the engine core is its own
+            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # process either way)
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
