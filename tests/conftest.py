@@ -139,12 +139,19 @@ def pytest_xdist_make_scheduler(config, log):
     never run at once, and so do the users of the vLLM server and of the in-process engine, so that each
     starts once. Session fixtures (the engine, the vLLM server) start once per worker that uses them.
 
+    The units go out in collection order (``pytest_collection_modifyitems`` puts ``FIRST`` first), not
+    xdist's default of the unit with the most tests first.
+
     This scheduler does it, not ``xdist_group`` marks: pytest-xdist 3.8's loadgroup appends ``@group`` to
     each item's ``_nodeid``, which pytest 9.2 no longer reads (node ids come from their structured form), so
     the marks grouped nothing and every test was scheduled on its own."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    # LoadScopeScheduling sends the units with the most tests first unless this is off; the Ray unit has few
+    # tests but the longest run (a verl GRPO run), so it went last and the other worker idled meanwhile
+    config.option.loadscopereorder = False
 
     class FileScopes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
