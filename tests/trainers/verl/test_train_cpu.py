@@ -34,7 +34,7 @@ from toolgym.testing import tiny_model_path
 from toolgym.trainers.verl_adapter.cpu import cpu_env
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
-TIMEOUT_S = 900  # ~2 minutes on 2 idle cores; verl hangs instead of exiting on some failures
+TIMEOUT_S = 900  # ~5 minutes on 2 idle cores; verl hangs instead of exiting on some failures
 LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "wait_s", "error"}
 _METRIC = re.compile(r"([\w/@.\-]+):(?:np\.\w+\()?(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)\)?")
 
