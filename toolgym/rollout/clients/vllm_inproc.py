@@ -192,8 +192,8 @@ def _one_process_executor(config: VLLMConfig) -> dict[str, Any]:
 
     Why: vLLM-CPU gives every engine a multiprocess executor so that it can pin OpenMP threads per worker;
     with one worker that buys nothing, and the extra process is spawned (it imports vLLM and torch again).
-    Measured on two cores: an engine start took 82 s with the worker process and 52 s without, and sampled
-    the same tokens at the same speed."""
+    Measured on two cores: an engine start took 82 s with the worker process and 52-70 s without (two runs),
+    sampling the same tokens at the same speed."""
     if config.tensor_parallel_size != 1 or "distributed_executor_backend" in config.extra:
         return {}
     return {"distributed_executor_backend": "uni"}
