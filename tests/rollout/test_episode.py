@@ -3,7 +3,6 @@
 import asyncio
 import os
 import threading
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -19,6 +18,7 @@ from toolgym.rollout import (
     load_trajectories,
     run_episode,
 )
+from toolgym.sandbox.processes import process_table
 from toolgym.testing.scripted import ScriptedClient, oracle_script, script_texts
 
 
@@ -224,24 +224,16 @@ def test_collect_groups_share_the_task_and_stream_to_jsonl(engine, tmp_path):
     assert 0.0 <= summary.engine_idle_fraction < 1.0
 
 
-def _descendants(pid: int) -> list[tuple[int, str]]:
-    """(pid, name) of every process below ``pid``, from /proc."""
-    children: dict[int, list[int]] = {}
-    names = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        name, rest = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
-        child = int(stat.parent.name)
-        names[child] = name
-        children.setdefault(int(rest[1]), []).append(child)
+def _descendant_commands(pid: int) -> list[str]:
+    """The command lines of every process below ``pid`` (from the sandbox's ``process_table``)."""
+    table = process_table()
     found, todo = [], [pid]
     while todo:
-        for child in children.get(todo.pop(), []):
-            found.append((child, names[child]))
-            todo.append(child)
+        parent = todo.pop()
+        for child, (ppid, _, command) in table.items():
+            if ppid == parent:
+                found.append(command)
+                todo.append(child)
     return found
 
 
@@ -252,9 +244,9 @@ def test_the_cpu_engine_runs_its_model_in_the_engine_core_process(engine):
     parallel = engine.client.engine.vllm_config.parallel_config
     assert parallel.distributed_executor_backend == "uni"
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ
-    names = [name for _, name in _descendants(os.getpid())]
-    assert any(name.startswith("VLLM::EngineCor") for name in names), names  # (comm: 15 characters)
-    assert not any("Worker" in name for name in names), names
+    commands = _descendant_commands(os.getpid())  # vLLM names its processes with setproctitle
+    assert any(command.startswith("VLLM::EngineCore") for command in commands), commands
+    assert not any(command.startswith("VLLM::Worker") for command in commands), commands
 
 
 def test_the_executor_is_left_to_vllm_for_several_workers_or_when_chosen():
