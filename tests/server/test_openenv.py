@@ -1,4 +1,4 @@
-"""``toolgym serve openenv`` against openenv-core's own client (``GenericEnvClient``: no toolgym code on the
+"""``toolgym serve openenv`` against OpenEnv's own client (``GenericEnvClient``: no toolgym code on the
 client side), on loopback: episodes equal the in-process env's, 256 concurrent sessions keep to themselves,
 errors have OpenEnv's shapes, a full server is busy, an idle session expires, the tools answer on /mcp."""
 

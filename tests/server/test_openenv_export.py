@@ -1,5 +1,6 @@
-"""``toolgym export openenv`` writes the directory OpenEnv's CLI expects: its own structure and deployment
-checks pass (all but ``uv.lock``, which needs the package index), and ``server/app.py`` serves the env."""
+"""``toolgym export openenv`` writes the directory OpenEnv's CLI expects: what the installed ``openenv init``
+writes (files, manifest keys, base image, dependency), its structure, deployment and manifest checks pass
+(all but ``uv.lock``, which needs the package index), and ``server/app.py`` serves the env."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import yaml
 from fastapi.testclient import TestClient
 from openenv.cli._cli_utils import validate_env_structure
 from openenv.cli._validation import get_deployment_modes, validate_multi_mode_deployment
+from openenv.cli.commands import init as openenv_init_module
+from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+from packaging.requirements import Requirement
 
 from toolgym.server.openenv_export import package_name, write_openenv_package
 
@@ -23,14 +27,10 @@ def test_the_export_passes_openenvs_checks_and_serves_the_env(tmp_path):
     write_openenv_package(ENV_ID, out, env_kwargs={"max_turns": 6, "level": 2}, max_sessions=8)
 
     manifest = yaml.safe_load((out / "openenv.yaml").read_text())
-    assert manifest == {
-        "spec_version": 1,
-        "name": "toolgym_calculator_v0",
-        "type": "space",
-        "runtime": "fastapi",
-        "app": "server.app:app",
-        "port": 8000,
-    }
+    assert manifest["name"] == "toolgym_calculator_v0"
+    parsed = OpenEnvYamlParser().parse(out)  # OpenEnv 0.10's validator reads the manifest as is
+    assert parsed.capabilities.declared_tools == ["calculator"]
+    assert parsed.capabilities.verifier.kind == "reward_channel" and tuple(parsed.reward.range) == (0.0, 1.0)
     assert validate_env_structure(out) == ["Recommended directory missing: outputs/"]
     _ok, issues = validate_multi_mode_deployment(out)
     assert issues == ["Missing uv.lock - run 'uv lock' to generate it"]
@@ -71,3 +71,40 @@ def test_the_cli_exports_and_serve_refuses_an_unknown_env(tmp_path, capsys):
     assert "uv lock" in capsys.readouterr().out
     assert main(["serve", "openenv", "--env", "toolgym/NoSuchEnv-v0"]) == 2
     assert "NoSuchEnv" in capsys.readouterr().err
+
+
+def test_the_export_writes_what_the_installed_openenv_init_writes(tmp_path, monkeypatch):
+    """The same files (less the template's own environment module, which toolgym's app replaces), the same
+    manifest keys and values where they are not the env's own, the same base image and the ``openenv``
+    dependency: checked against whichever openenv is installed, so an OpenEnv release that changes its
+    template fails here."""
+    # `openenv init` then runs `uv lock`, which needs the package index: not part of the template
+    monkeypatch.setattr(openenv_init_module, "_generate_uv_lock", lambda env_dir: False)
+    openenv_init_module.init("probe_env", output_dir=str(tmp_path))
+    template, out = tmp_path / "probe_env", tmp_path / "export"
+    write_openenv_package(ENV_ID, out)
+
+    def files(root):
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+    expected = files(template) - {"server/probe_env_environment.py", "uv.lock"}
+    assert expected <= files(out)
+    ours, theirs = (yaml.safe_load((d / "openenv.yaml").read_text()) for d in (out, template))
+    assert set(ours) == set(theirs)
+    assert set(ours["validation"]) <= set(theirs["validation"]) | {"capabilities"}
+    assert {k: v for k, v in ours.items() if k not in ("name", "validation")} == {
+        k: v for k, v in theirs.items() if k not in ("name", "validation")
+    }
+    assert ours["validation"]["reward"] == theirs["validation"]["reward"]
+
+    def base_image(root):
+        lines = (root / "server" / "Dockerfile").read_text().splitlines()
+        return next(line for line in lines if line.startswith("ARG BASE_IMAGE="))
+
+    assert base_image(out) == base_image(template)
+
+    def openenv_dependency(root):
+        deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+        return [Requirement(d).name for d in deps if Requirement(d).name.startswith("openenv")]
+
+    assert openenv_dependency(out) == openenv_dependency(template) == ["openenv"]

@@ -1,8 +1,8 @@
 """``toolgym serve openenv``: any toolgym env behind OpenEnv's own HTTP + WebSocket server.
 
-Built on openenv-core's server (``create_app``, its ``Environment`` base class, its session manager), so the
-protocol is OpenEnv's and any OpenEnv client works, ``GenericEnvClient`` included, with no toolgym code on
-the client side::
+Built on OpenEnv's own server from the ``openenv`` package (``create_app``, its ``Environment`` base class,
+its session manager), so the protocol is OpenEnv's and any OpenEnv client works, ``GenericEnvClient``
+included, with no toolgym code on the client side::
 
     toolgym serve openenv --env toolgym/Calculator-v0 --port 8000
 
@@ -102,9 +102,10 @@ def create_app(
 
 
 class _QuietClientClose:
-    """openenv-core 0.3's ``/ws`` handler closes the socket after the client has already closed it (every
-    ``EnvClient.close()``) and lets the resulting ``WebSocketDisconnect`` escape, which uvicorn logs as an
-    error. A disconnect at that point is the normal end of a session, so it is dropped here."""
+    """OpenEnv's ``/ws`` handler (seen in openenv-core 0.3) closes the socket after the client has already
+    closed it (every ``EnvClient.close()``) and lets the resulting ``WebSocketDisconnect`` escape, which
+    uvicorn logs as an error. A disconnect at that point is the normal end of a session, so it is dropped
+    here."""
 
     def __init__(self, app: Any):
         self.app = app

@@ -1,9 +1,11 @@
 """``toolgym export openenv``: a toolgym env as an OpenEnv environment directory, in the layout OpenEnv's CLI
 (``openenv validate``, ``openenv build``, ``openenv push``) expects from its ``openenv init`` template:
 
-``openenv.yaml`` (the manifest: name, ``runtime: fastapi``, ``app: server.app:app``, port 8000),
-``pyproject.toml`` (depends on toolgym with its ``openenv`` extra; ``[project.scripts] server``),
-``server/app.py`` (``app`` = ``toolgym.server.openenv.create_app(...)`` for the env, and ``main()``),
+``openenv.yaml`` (the manifest: name, version, ``runtime: fastapi``, ``app: server.app:app``, port 8000,
+and the ``validation:`` block OpenEnv 0.10's validator reads: reward range, resources, the verifier as the
+reward channel, the env's tools, tags), ``pyproject.toml`` (depends on toolgym with its ``openenv`` extra
+and on ``openenv``; ``[project.scripts] server``), ``server/app.py`` (``app`` =
+``toolgym.server.openenv.create_app(...)`` for the env, and ``main()``), ``server/requirements.txt``,
 ``server/Dockerfile`` (OpenEnv's base image, ``uv sync``, uvicorn on port 8000, a ``/health`` check),
 ``models.py`` (the action and observation models), ``client.py`` (OpenEnv's ``GenericEnvClient``),
 ``__init__.py``, ``server/__init__.py`` and a ``README.md`` with the Hugging Face Space header.
@@ -20,7 +22,11 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PORT = 8000
-OPENENV_REQUIREMENT = "openenv-core[core]>=0.3.0,<0.4"
+#: OpenEnv's package (``openenv-core`` stopped at 0.3; 0.10's ``openenv init`` writes ``openenv>=...``)
+OPENENV_REQUIREMENT = "openenv>=0.10.0"
+#: what an exported env declares to OpenEnv's validator (``validation.resources``): one episode of a toolgym
+#: env runs in one process; the episode timeout covers a tool-heavy episode of the longest built-in env
+RESOURCES = {"cpu": 1.0, "memory_mb": 1024, "disk_mb": 512, "episode_timeout_s": 300.0}
 
 
 def package_name(env_id: str) -> str:
@@ -61,13 +67,14 @@ def write_openenv_package(
         raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
     root = Path(out)
     files = {
-        "openenv.yaml": _manifest(pkg),
+        "openenv.yaml": _manifest(pkg, env_id, env_kwargs or {}),
         "pyproject.toml": _pyproject(pkg, env_id, toolgym_requirement or default_toolgym_requirement()),
         "README.md": _readme(pkg, env_id),
         "__init__.py": f'"""OpenEnv package for {env_id} (written by `toolgym export openenv`)."""\n',
         "client.py": _CLIENT.format(env_id=env_id),
         "models.py": _MODELS.format(env_id=env_id),
         "server/__init__.py": "",
+        "server/requirements.txt": f"{OPENENV_REQUIREMENT}\nfastapi>=0.116.0\nuvicorn>=0.24.0\n",
         "server/app.py": _APP.format(
             env_id=env_id, kwargs=repr(dict(env_kwargs or {})), sessions=max_sessions, port=DEFAULT_PORT
         ),
@@ -82,15 +89,33 @@ def write_openenv_package(
     return written
 
 
-def _manifest(pkg: str) -> str:
-    return (
-        "spec_version: 1\n"
-        f"name: {pkg}\n"
-        "type: space\n"
-        "runtime: fastapi\n"
-        "app: server.app:app\n"
-        f"port: {DEFAULT_PORT}\n"
-    )
+def _manifest(pkg: str, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """``openenv.yaml``: the fields ``openenv init`` writes, with the ``validation:`` block filled from the
+    env (its tool names; rewards are verifier rewards in [0, 1])."""
+    import gymnasium as gym
+    import yaml
+
+    env = gym.make(env_id, **env_kwargs)
+    try:
+        tools = sorted(env.unwrapped.tools)
+    finally:
+        env.close()
+    manifest = {
+        "spec_version": 1,
+        "name": pkg,
+        "version": "0.1.0",
+        "type": "space",
+        "runtime": "fastapi",
+        "app": "server.app:app",
+        "port": DEFAULT_PORT,
+        "validation": {
+            "reward": {"range": [0.0, 1.0], "oracle_tolerance": 0.0, "floor_margin": 0.1},
+            "resources": dict(RESOURCES),
+            "capabilities": {"verifier": {"kind": "reward_channel"}, "declared_tools": tools},
+            "types": {"tags": ["toolgym", "tool-use"]},
+        },
+    }
+    return yaml.safe_dump(manifest, sort_keys=False)
 
 
 def _pyproject(pkg: str, env_id: str, toolgym_requirement: str) -> str:
@@ -167,7 +192,7 @@ __all__ = ["TextAction", "ToolgymObservation", "ToolgymState"]
 '''
 
 _APP = '''"""The OpenEnv server of {env_id} (written by `toolgym export openenv`): OpenEnv's own app from
-openenv-core, with a toolgym env instance per session.
+openenv, with a toolgym env instance per session.
 
     uvicorn server.app:app --host 0.0.0.0 --port {port}
     TOOLGYM_MAX_SESSIONS=64 python -m server.app --port 8001
@@ -202,13 +227,13 @@ if __name__ == "__main__":
 
 _DOCKERFILE = """# {env_id} as an OpenEnv environment (written by `toolgym export openenv`).
 # `openenv build` builds it; `openenv push` moves it to the Space's root.
-ARG BASE_IMAGE=ghcr.io/meta-pytorch/openenv-base:latest
+ARG BASE_IMAGE=ghcr.io/huggingface/openenv-base:latest
 FROM ${{BASE_IMAGE}}
 
 WORKDIR /app/env
 COPY . /app/env
 
-# uv resolves pyproject.toml (toolgym and openenv-core); uv.lock pins it when present
+# uv resolves pyproject.toml (toolgym and openenv); uv.lock pins it when present
 RUN if ! command -v uv >/dev/null 2>&1; then pip install --no-cache-dir uv; fi
 RUN --mount=type=cache,target=/root/.cache/uv \\
     if [ -f uv.lock ]; then uv sync --frozen --no-editable; else uv sync --no-editable; fi
