@@ -87,7 +87,11 @@ class ForkServer:
         self.chunk_used = 0
         self.capture: tuple[CappedStream, CappedStream] | tuple[()] = ()
         self.plan = iso.prepare_server(
-            config["disabled"], self.uid_lo, config["probe_limits"], config.get("extra_paths", ())
+            config["disabled"],
+            self.uid_lo,
+            config["probe_limits"],
+            config.get("extra_paths", ()),
+            config.get("links") or None,
         )
         self.preloaded, self.preload_failed = self._preload(config["preload"])
         childmod.prepare_server_interpreter(SANDBOX_HOME)

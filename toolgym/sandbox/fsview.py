@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from toolgym.sandbox import _linux as lx
 
@@ -78,8 +78,26 @@ def exposed_paths(extra: Iterable[str] = ()) -> list[str]:
     return out
 
 
-def build_fs_view(extra: Iterable[str] = ()) -> list[str]:
+def check_links(links: Mapping[str, str]) -> dict[str, str]:
+    """Check view links (``{"/app": "/tmp/app"}``): a new top-level name pointing into the run's ``/tmp``."""
+    out = {}
+    for link, target in links.items():
+        name = link.strip("/")
+        if not link.startswith("/") or not name or "/" in name or name in ("tmp", "proc", "dev"):
+            raise ValueError(f"view link {link!r} must be a new top-level path such as /app")
+        if "/" + name in SYSTEM_DIRS:
+            raise ValueError(f"view link {link!r} would hide the system directory")
+        if not (target == "/tmp" or target.startswith("/tmp/")) or ".." in target.split("/"):
+            raise ValueError(f"view link target {target!r} must lie in the run's private /tmp")
+        out["/" + name] = target
+    return out
+
+
+def build_fs_view(extra: Iterable[str] = (), links: Mapping[str, str] | None = None) -> list[str]:
     """Replace this process's root with the read-only allowlisted view (in a new mount namespace).
+
+    ``links``: extra symlinks in the view's root into each run's private ``/tmp`` (``/app -> /tmp/app``), so a
+    run's own files appear at a fixed path (a terminal task's workspace).
 
     The bind sources are opened as O_PATH descriptors before the staging tmpfs covers ``/tmp``, so Python
     installed anywhere (even under /tmp) can be exposed. Returns the exposed host paths.
@@ -111,6 +129,8 @@ def build_fs_view(extra: Iterable[str] = ()) -> list[str]:
     lx.mount("tmpfs", root, "tmpfs", lx.MS_NOSUID, "mode=0755,size=4m")
     try:
         for link, target in system_links:
+            os.symlink(target, root + link)
+        for link, target in check_links(links or {}).items():
             os.symlink(target, root + link)
         for path, fd in sources.items():
             dst = root + path

@@ -380,7 +380,11 @@ def _compile_seccomp_elsewhere(for_privileged_server: bool) -> tuple[bytes | Non
 
 
 def prepare_server(
-    disabled: Iterable[str], uid_probe: int, probe_limits: dict, extra_paths: Sequence[str] = ()
+    disabled: Iterable[str],
+    uid_probe: int,
+    probe_limits: dict,
+    extra_paths: Sequence[str] = (),
+    links: dict[str, str] | None = None,
 ) -> ServerPlan:
     """Establish the server-wide layers (user namespace, read-only view) and detect the per-child ones."""
     disabled_set = {d for d in disabled if d in LAYERS}
@@ -431,9 +435,11 @@ def prepare_server(
                 layers.discard(layer)
     if plan.has("fs_view"):
         try:
-            exposed = build_fs_view(extra_paths)
+            exposed = build_fs_view(extra_paths, links)
             plan.tmp_binds = under_tmp(exposed)
             details["fs_view"] = "exposed read-only: system dirs + " + ", ".join(exposed)
+            if links:
+                details["fs_view"] += "; links " + ", ".join(f"{k} -> {v}" for k, v in sorted(links.items()))
         except (OSError, ViewError) as exc:
             missing["fs_view"] = f"{exc}"
             layers.discard("fs_view")

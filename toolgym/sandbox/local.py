@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -37,6 +37,7 @@ from toolgym.sandbox.capacity import (
     SessionSlots,
 )
 from toolgym.sandbox.client import ServerDied, ServerHandle
+from toolgym.sandbox.fsview import check_links
 from toolgym.sandbox.isolation import LAYERS
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.processes import process_table, tree_memory
@@ -119,6 +120,7 @@ class LocalSandbox(Sandbox):
         disable: Iterable[str] = (),
         strict: bool = False,
         extra_paths: Sequence[str] = (),
+        links: Mapping[str, str] | None = None,
         session_cpu_factor: float = 10.0,
         uid_base: int | None = None,
     ) -> None:
@@ -137,6 +139,9 @@ class LocalSandbox(Sandbox):
             disable: isolation layers to switch off (for measuring their cost); see ``isolation.LAYERS``.
             strict: raise SandboxUnavailable instead of warning when a layer is missing on this machine.
             extra_paths: host paths to expose read-only inside the sandbox (data sets, extra packages).
+            links: symlinks added to the read-only view's root, each into the run's private ``/tmp``
+                (``{"/app": "/tmp/app"}``: a terminal workspace at a fixed path). Only with ``fs_view``;
+                without it ``isolation.missing`` says so and the links do not exist.
             session_cpu_factor: a session's CPU budget is ``limits.cpu_s`` times this (one process,
                 many calls).
             uid_base: first host uid of this sandbox's uid block (root only); random block by default.
@@ -170,6 +175,7 @@ class LocalSandbox(Sandbox):
                     "uid_lo": uid_base + i * per_server,
                     "uid_count": per_server,
                     "extra_paths": list(extra_paths),
+                    "links": check_links(links or {}),
                     "probe_limits": probe_limits,
                 },
             )

@@ -23,6 +23,10 @@ from toolgym.sandbox.local import LocalSandbox
 SESSIONS_ENV = "TOOLGYM_SANDBOX_SESSIONS"
 
 _shared: tuple[int, LocalSandbox] | None = None
+_terminal: tuple[int, LocalSandbox] | None = None
+#: where a terminal episode's workspace (``app`` in the run's private /tmp), a Harbor test script and its
+#: logs appear
+TERMINAL_LINKS = {"/app": "/tmp/app", "/logs": "/tmp/logs", "/tests": "/tmp/tests"}
 _slots: tuple[int, SessionSlots] | None = None
 _shared_lock = threading.Lock()
 
@@ -68,10 +72,24 @@ def shared_sandbox() -> LocalSandbox:
         return _shared[1]
 
 
-def close_shared_sandbox() -> None:
-    """Close the shared sandbox now (the next ``shared_sandbox()`` starts a new one)."""
-    global _shared
+def shared_terminal_sandbox() -> LocalSandbox:
+    """The process-wide sandbox of the bash tool and Terminal-v0's verifiers: ``shared_sandbox()``'s layers
+    and slot table, plus the view links ``TERMINAL_LINKS`` (a session's workspace appears at ``/app``)."""
+    global _terminal
+    slots = shared_slots()
     with _shared_lock:
-        if _shared is not None and _shared[0] == os.getpid():
-            _shared[1].close()
-        _shared = None
+        if _terminal is None or _terminal[0] != os.getpid():
+            sb = LocalSandbox(workers=2, slots=slots, links=TERMINAL_LINKS)
+            atexit.register(sb.close)
+            _terminal = (os.getpid(), sb)
+        return _terminal[1]
+
+
+def close_shared_sandbox() -> None:
+    """Close the shared sandboxes now (the next ``shared_sandbox()`` starts a new one)."""
+    global _shared, _terminal
+    with _shared_lock:
+        for held in (_shared, _terminal):
+            if held is not None and held[0] == os.getpid():
+                held[1].close()
+        _shared = _terminal = None

@@ -1,6 +1,6 @@
 """Tools the model can call. Importing this package registers the built-in tools by name."""
 
-from toolgym.tools import calculator, python, search
+from toolgym.tools import bash, calculator, python, search
 from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool
 
-__all__ = ["TOOLS", "Tool", "calculator", "make_tool", "python", "register_tool", "search"]
+__all__ = ["TOOLS", "Tool", "bash", "calculator", "make_tool", "python", "register_tool", "search"]

@@ -1,0 +1,418 @@
+"""The ``bash`` tool: shell commands in a per-episode sandboxed workspace (toolgym/Terminal-v0's tool).
+
+Each call runs ``bash -c COMMAND`` in an isolated child of the sandbox: the layers of the python tool (no
+network, read-only view of the system, unprivileged uid, seccomp, rlimits with a process-count cap), because
+it runs inside the episode's sandbox session. The session's interpreter only drives the shell; it keeps the
+**workspace** alive between calls: its private ``/tmp`` holds the workspace at ``/tmp/app``, which appears at
+``/app`` through the terminal sandbox's view link (``toolgym.sandbox.shared.TERMINAL_LINKS``). A new episode
+opens a new session from a fresh copy of the task's files; episodes never share one.
+
+Per call: stdout and stderr merged, the head and the tail kept (``max_output_chars``), the exit code shown.
+Every call starts in the workspace (``cd`` does not carry over). At the end of a call, or at its wall-clock
+timeout, every process the command started is killed, background ones and daemons included (``kill(-1)``
+inside the session's own pid namespace, or its descendants, made its children by ``PR_SET_CHILD_SUBREAPER``,
+where there is no pid namespace), so nothing outlives the call; a timeout is an ``error`` result and the
+workspace stays for the next call. A failure of the sandbox is ``infra_error``, as for the python tool.
+
+``snapshot()`` reads the final workspace back (files, modes, symlinks as links, never followed) for a
+verifier that judges it in the trainer's process, after the episode: nothing a command does can run there.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from toolgym.core.task import Task
+from toolgym.core.text import clip_middle
+from toolgym.core.types import ToolResult
+from toolgym.sandbox import ExecResult, Limits, Sandbox
+from toolgym.sandbox.limits import MiB
+from toolgym.sandbox.shared import shared_terminal_sandbox
+from toolgym.tools.base import Tool, register_tool
+
+DEFAULT_TIMEOUT = 30.0
+WORKSPACE = "app"  # the workspace's directory in the session's own /tmp (working dir)
+WORKSPACE_PATH = "/app"
+#: per-call output kept for the model (head and tail), in characters
+MAX_OUTPUT_CHARS = 16_000
+#: the largest workspace a snapshot reads back
+MAX_SNAPSHOT_BYTES = 16 * MiB
+_GRACE_S = 5.0  # beyond a call's own timeout, before the sandbox kills the whole session
+TERMINAL_LIMITS = Limits(
+    timeout_s=DEFAULT_TIMEOUT + _GRACE_S,
+    cpu_s=60,
+    memory_bytes=1024 * MiB,
+    processes=64,
+    open_files=256,
+    file_size_bytes=32 * MiB,
+    disk_bytes=128 * MiB,
+    max_output_bytes=32 * MiB,  # the snapshot's reply; a command's own output is capped by the driver
+    max_output_total_bytes=48 * MiB,
+)
+
+# Runs in the session's interpreter: the model's command never sees this code or its descriptors.
+SHELL_DRIVER = r'''
+import base64 as _b64, json as _json, os as _os, select as _select, subprocess as _sp, time as _time
+
+def _tg_guard():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE 0: same-uid commands cannot open /proc/<this>/fd or mem
+    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans (daemons) become our children
+
+def _tg_kill_all():
+    """Kill every process the commands started, then reap them."""
+    me = _os.getpid()
+    for _ in range(2000):
+        if me == 1:  # our own pid namespace: kill(-1) reaches exactly the commands' processes
+            try:
+                _os.kill(-1, 9)
+            except OSError:
+                pass
+        else:
+            kids = {}
+            for entry in _os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        with open(f"/proc/{entry}/stat", "rb") as fh:
+                            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+                    except (OSError, ValueError, IndexError):
+                        continue
+                    kids.setdefault(ppid, []).append(int(entry))
+            stack, seen = [me], set()
+            while stack:
+                for kid in kids.get(stack.pop(), ()):
+                    if kid not in seen:
+                        seen.add(kid)
+                        stack.append(kid)
+                        try:
+                            _os.kill(kid, 9)
+                        except OSError:
+                            pass
+        try:
+            while _os.waitpid(-1, _os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return
+        _time.sleep(0.001)
+
+def _tg_call(cmd, ws, shown, timeout, cap):
+    _tg_guard()
+    _os.makedirs(ws, exist_ok=True)
+    env = dict(_os.environ, PWD=shown, HOME=ws)
+    r, w = _os.pipe()
+    try:
+        proc = _sp.Popen(["bash", "-c", cmd], stdin=_sp.DEVNULL, stdout=w, stderr=w, cwd=shown, env=env,
+                         start_new_session=True)
+    except (OSError, ValueError) as exc:
+        _os.close(r)
+        _os.close(w)
+        print(_json.dumps({"start_error": str(exc)}))
+        return
+    _os.close(w)
+    head, tail, total, half = bytearray(), bytearray(), 0, cap // 2
+    deadline = _time.monotonic() + timeout
+    timed_out = eof = False
+    while not eof:
+        left = deadline - _time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        done = proc.poll() is not None
+        ready = _select.select([r], [], [], 0 if done else min(left, 0.05))[0]
+        if not ready:
+            if done:
+                break  # exited; what is still holding the pipe is a background process, killed below
+            continue
+        chunk = _os.read(r, 65536)
+        if not chunk:
+            eof = True
+            break
+        total += len(chunk)
+        room = half - len(head)
+        if room > 0:
+            head += chunk[:room]
+            chunk = chunk[room:]
+        tail += chunk
+        if len(tail) > half:
+            del tail[: len(tail) - half]
+    code = proc.poll()
+    if code is None and not timed_out:  # output ended (EOF) just before bash exited
+        try:
+            code = proc.wait(max(deadline - _time.monotonic(), 0))
+        except _sp.TimeoutExpired:
+            timed_out = True
+    _tg_kill_all()
+    _os.close(r)
+    print(_json.dumps({
+        "exit": -1 if code is None else code, "timed_out": timed_out, "total": total,
+        "head": head.decode("utf-8", "replace"), "tail": tail.decode("utf-8", "replace"),
+        "cut": total - len(head) - len(tail),
+    }))
+
+def _tg_snapshot(ws, limit):
+    """The workspace: [path, kind, mode, data] per entry; symlinks are read as links, never followed."""
+    _tg_kill_all()
+    _os.makedirs(ws, exist_ok=True)
+    out, size = [], 0
+    for root, dirs, files in _os.walk(ws):
+        dirs.sort()
+        rel_root = _os.path.relpath(root, ws)
+        for name in dirs + sorted(files):
+            path = _os.path.join(root, name)
+            rel = name if rel_root == "." else rel_root + "/" + name
+            st = _os.lstat(path)
+            mode = st.st_mode & 0o7777
+            if _os.path.islink(path):
+                out.append([rel, "link", mode, _os.readlink(path)])
+            elif name in dirs:
+                out.append([rel, "dir", mode, ""])
+            elif _os.path.isfile(path):
+                size += st.st_size
+                if size > limit:
+                    print(_json.dumps({"error": f"the workspace holds more than {limit} bytes"}))
+                    return
+                try:
+                    with open(path, "rb") as fh:
+                        data = _b64.b64encode(fh.read()).decode()
+                except OSError as exc:
+                    data = None
+                    out.append([rel, "unreadable", mode, str(exc)])
+                    continue
+                out.append([rel, "file", mode, data])
+            else:
+                out.append([rel, "other", mode, ""])
+    print(_json.dumps({"entries": out}))
+'''
+
+
+class Workspace:
+    """An episode's final workspace as data: ``files`` (path -> bytes), ``modes``, ``links``, ``dirs``."""
+
+    def __init__(self, entries: list[list[Any]]):
+        self.files: dict[str, bytes] = {}
+        self.modes: dict[str, int] = {}
+        self.links: dict[str, str] = {}
+        self.dirs: set[str] = set()
+        self.other: set[str] = set()
+        for rel, kind, mode, data in entries:
+            self.modes[rel] = int(mode)
+            if kind == "file":
+                self.files[rel] = base64.b64decode(data)
+            elif kind == "link":
+                self.links[rel] = data
+            elif kind == "dir":
+                self.dirs.add(rel)
+            else:
+                self.other.add(rel)
+
+    def text(self, path: str) -> str | None:
+        """A file's text (None when absent or not a regular file)."""
+        data = self.files.get(path)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def exists(self, path: str) -> bool:
+        return path in self.files or path in self.links or path in self.dirs or path in self.other
+
+
+class SnapshotError(RuntimeError):
+    """The workspace could not be read back (the sandbox failed, or the workspace is too large)."""
+
+
+def workspace_files(task: Task) -> dict[str, str | bytes]:
+    """The task's initial files (``task.data["files"]``: path relative to the workspace -> content)."""
+    return dict(task.data.get("files") or {})
+
+
+@register_tool
+class BashTool(Tool):
+    """Runs shell commands in a per-episode sandboxed workspace (see the module docstring)."""
+
+    name: ClassVar[str] = "bash"
+    description: ClassVar[str] = (
+        "Run a bash command in the task's workspace and see its output (stdout and stderr together) and exit "
+        "code. Files you create or change stay for the rest of the task; each command starts in the "
+        "workspace directory. There is no network."
+    )
+    primary_arg: ClassVar[str | None] = "command"
+
+    class Args(BaseModel):
+        command: str = Field(description="The bash command (or script) to run.")
+
+    def __init__(
+        self,
+        sandbox: Sandbox | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        limits: Limits | None = None,
+        max_output_chars: int = MAX_OUTPUT_CHARS,
+    ):
+        """``sandbox``: the one to use (not closed by the tool); default the process-wide terminal sandbox.
+        ``timeout``: seconds per command (everything it started is killed then). ``limits``: the session's."""
+        self._sandbox = sandbox
+        self.timeout = float(timeout)
+        base = limits or TERMINAL_LIMITS
+        self.limits = base.model_copy(update={"timeout_s": max(base.timeout_s, self.timeout + _GRACE_S)})
+        self.max_output_chars = max_output_chars
+        self._task: Task | None = None
+        self._session: Any = None
+        self._lost: str | None = None  # why this episode's workspace was lost (its session restarted)
+        self._lock = threading.Lock()
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox if self._sandbox is not None else shared_terminal_sandbox()
+
+    # -- episodes
+
+    def bind_task(self, task: Task) -> None:
+        self._task = task
+
+    def start_episode(self, episode_id: str) -> None:
+        self._close_session()
+
+    def end_episode(self, episode_id: str) -> None:
+        self._close_session()
+
+    def close(self) -> None:
+        self._close_session()
+
+    def _close_session(self) -> None:
+        with self._lock:
+            sess, self._session, self._lost = self._session, None, None
+        if sess is not None:
+            sess.close()
+
+    def _current_session(self) -> Any:
+        with self._lock:
+            if self._session is None:
+                files = {f"{WORKSPACE}/{k}": v for k, v in workspace_files(self._task or _EMPTY).items()}
+                self._session = self.sandbox.session(limits=self.limits, files=files)
+            return self._session
+
+    def workspace_paths(self) -> tuple[str, str] | str:
+        """(the workspace in the session, the path commands see it at), or why the workspace cannot be set up
+        on this sandbox (then every call is an ``infra_error`` saying so, never a silent wrong result)."""
+        report = self.sandbox.isolation
+        if report.broken:
+            return f"the sandbox is broken: {report.broken}"
+        if "fs_view" in report.active and f"{WORKSPACE_PATH} ->" in report.details.get("fs_view", ""):
+            return f"/tmp/{WORKSPACE}", WORKSPACE_PATH
+        if "file access as uid 0" in report.details.get("unprivileged_user", ""):
+            # the session's files belong to root there, and a command (exec resets the file uid) could not
+            # write them: refuse rather than play a workspace the model cannot change
+            return (
+                "without the read-only view, this sandbox's children read files as uid 0 (the interpreter "
+                "lies under a directory other uids cannot enter), so shell commands could not write the "
+                "workspace"
+            )
+        if self._task is not None and self._task.data.get("requires_path"):
+            why = report.missing.get("fs_view") or "fs_view is disabled"
+            return f"this task's workspace must be at {WORKSPACE_PATH}, which needs the read-only view: {why}"
+        return WORKSPACE, WORKSPACE  # relative to the session's working dir (its own host tmp dir)
+
+    # -- calls
+
+    def _code(self, command: str) -> str | None:
+        paths = self.workspace_paths()
+        if isinstance(paths, str):
+            return None
+        ws, shown = paths
+        cap = self.max_output_chars * 2
+        return f"{SHELL_DRIVER}\n_tg_call({command!r}, {ws!r}, {shown!r}, {self.timeout!r}, {cap})\n"
+
+    def _refuse(self, command: str) -> ToolResult | None:
+        if "\x00" in command:
+            return ToolResult(name=self.name, status="error", output="the command contains a NUL byte")
+        if self._code("") is None:
+            return self._no_path()
+        return None
+
+    def run(self, args: Args) -> ToolResult:
+        refused = self._refuse(args.command)
+        if refused is not None:
+            return refused
+        code = self._code(args.command)
+        if code is None:
+            return self._no_path()
+        return self._result(self._current_session().run(code, timeout=self.timeout + _GRACE_S))
+
+    async def arun(self, args: Args) -> ToolResult:
+        refused = self._refuse(args.command)
+        if refused is not None:
+            return refused
+        code = self._code(args.command)
+        if code is None:
+            return self._no_path()
+        return self._result(await self._current_session().arun(code, timeout=self.timeout + _GRACE_S))
+
+    def _no_path(self) -> ToolResult:
+        why = self.workspace_paths()
+        return ToolResult(name=self.name, status="infra_error", output=f"[sandbox error: {why}]")
+
+    def _result(self, res: ExecResult) -> ToolResult:
+        if res.session_reset:
+            self._lost = res.detail or "the session restarted"
+        meta = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
+        reply = _last_json(res.stdout) if res.status == "ok" else None
+        if reply is None or "start_error" in reply:
+            infra = res.status == "sandbox_error" or res.infra_reset or reply is None
+            why = reply["start_error"] if reply else res.detail or res.stderr[-500:] or res.status
+            note = "; the workspace is lost" if res.session_reset or res.status != "ok" else ""
+            return ToolResult(
+                name=self.name,
+                status="infra_error" if infra else "error",
+                output=f"[sandbox error: {why}{note}]",
+                metadata=meta,
+            )
+        text = (
+            reply["head"]
+            + (f"\n... [{reply['cut']:,} bytes cut] ...\n" if reply["cut"] else "")
+            + reply["tail"]
+        )
+        text = clip_middle(text.rstrip("\n"), self.max_output_chars)
+        if reply["timed_out"]:
+            status_line = f"[timed out after {self.timeout:g} s; every process it started was killed]"
+        else:
+            code = reply["exit"]
+            status_line = f"[exit code {code}]" if code >= 0 else f"[killed by signal {-code}]"
+        parts = [p for p in (f"[note: {res.detail}]" if res.session_reset else "", text, status_line) if p]
+        ok = not reply["timed_out"] and reply["exit"] == 0
+        meta["exit_code"] = reply["exit"]
+        status = "infra_error" if res.infra_reset else ("ok" if ok else "error")
+        return ToolResult(name=self.name, status=status, output="\n".join(parts), metadata=meta)
+
+    # -- the final workspace
+
+    def snapshot(self) -> Workspace:
+        """The episode's workspace as it is now (raises ``SnapshotError`` when it cannot be read)."""
+        paths = self.workspace_paths()
+        if isinstance(paths, str):
+            raise SnapshotError(paths)
+        code = f"{SHELL_DRIVER}\n_tg_snapshot({paths[0]!r}, {MAX_SNAPSHOT_BYTES})\n"
+        res = self._current_session().run(code, timeout=60.0)
+        reply = _last_json(res.stdout) if res.status == "ok" else None
+        if res.session_reset:
+            self._lost = res.detail or "the session restarted"
+        if self._lost:
+            raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
+        if reply is None or "entries" not in reply:
+            why = (reply or {}).get("error") or res.detail or res.stderr[-300:] or res.status
+            raise SnapshotError(f"could not read the workspace: {why}")
+        return Workspace(reply["entries"])
+
+
+_EMPTY = Task(id="", prompt="")
+
+
+def _last_json(stdout: str) -> dict | None:
+    line = stdout.rstrip("\n").rsplit("\n", 1)[-1]
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
