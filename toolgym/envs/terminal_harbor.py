@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import posixpath
 import re
 import shlex
 import shutil
@@ -115,11 +116,11 @@ def _workspace_from_dockerfile(env_dir: Path) -> dict[str, bytes]:
             words = [w for w in shlex.split(args) if not w.startswith("--")]
             if len(words) < 2:
                 raise HarborTaskRefused(f"{op} {args!r} names no source and destination")
-            *sources, dest = words
-            dest = dest if dest.startswith("/") else f"{workdir.rstrip('/')}/{dest}"
-            if not (dest.rstrip("/") + "/").startswith(WORKSPACE_PATH + "/"):
+            *sources, raw_dest = words
+            dest = posixpath.normpath(raw_dest if raw_dest.startswith("/") else f"{workdir}/{raw_dest}")
+            if not (dest + "/").startswith(WORKSPACE_PATH + "/"):
                 raise HarborTaskRefused(f"{op} to {dest}: only files under {WORKSPACE_PATH} are supported")
-            rel_dest = dest.rstrip("/")[len(WORKSPACE_PATH) :].strip("/")
+            rel_dest = dest[len(WORKSPACE_PATH) :].strip("/")
             for src in sources:
                 path = (env_dir / src).resolve()
                 if not path.is_relative_to(env_dir.resolve()) or not path.exists():
@@ -130,7 +131,7 @@ def _workspace_from_dockerfile(env_dir: Path) -> dict[str, bytes]:
                             continue
                         files["/".join(p for p in (rel_dest, rel) if p)] = data
                 else:
-                    into_dir = dest.endswith("/") or len(sources) > 1
+                    into_dir = raw_dest.endswith(("/", "/.")) or raw_dest == "." or len(sources) > 1
                     name = f"{rel_dest}/{path.name}" if into_dir or not rel_dest else rel_dest
                     files[name.strip("/")] = path.read_bytes()
         elif op == "RUN":

@@ -57,28 +57,37 @@ def _log_lines(rng: random.Random, n: int, day: int) -> list[str]:
     return lines
 
 
+def _out_name(rng: random.Random, stems: tuple[str, ...], ext: str) -> str:
+    """A file name for the task's output, so the same kind reads differently from seed to seed."""
+    return f"{rng.choice(stems)}-{rng.randrange(10, 100)}{ext}"
+
+
 def _log_count(rng: random.Random, level: int) -> dict:
     service = rng.choice(SERVICES)
+    severity = rng.choice(("ERROR", "WARN"))
+    logs = rng.choice(("logs", "log", "var/log"))
     files: dict[str, str] = {}
     total = 0
     n_files = (1, 3, 5)[level - 1]
     for i in range(n_files):
-        folder = "logs" if level < 3 else f"logs/{rng.choice(('node-a', 'node-b', 'node-c'))}"
+        folder = logs if level < 3 else f"{logs}/{rng.choice(('node-a', 'node-b', 'node-c'))}"
         lines = _log_lines(rng, rng.randrange(40, 90) * level, day=1 + i)
         if level == 3:  # distractors: the service named in the text of other services' lines
-            lines += [f"{_stamp(rng, 1 + i)} ERROR gateway: upstream {service} slow id=1" for _ in range(2)]
+            lines += [
+                f"{_stamp(rng, 1 + i)} {severity} gateway: upstream {service} slow id=1" for _ in range(2)
+            ]
         name = f"{folder}/app-{i + 1}.log"
         while name in files:
             name = name.replace(".log", "x.log")
         files[name] = "\n".join(lines) + "\n"
-        total += sum(1 for line in lines if f" ERROR {service}: " in line)
+        total += sum(1 for line in lines if f" {severity} {service}: " in line)
     files["README.md"] = "Application logs of the last days, one file per day and node.\n"
-    where = "logs/" if level < 3 else "logs/ (and its subdirectories)"
+    where = f"{logs}/" if level < 3 else f"{logs}/ (and its subdirectories)"
     prompt = (
-        f"How many ERROR lines did the service '{service}' log in total across the .log files under {where}? "
-        f"A line is 'TIMESTAMP LEVEL SERVICE: MESSAGE'. Answer with the number only."
+        f"How many {severity} lines did the service '{service}' log in total across the .log files under "
+        f"{where}? A line is 'TIMESTAMP LEVEL SERVICE: MESSAGE'. Answer with the number only."
     )
-    solution = [f"find logs -name '*.log' -exec cat {{}} + | grep -c ' ERROR {service}: '"]
+    solution = [f"find {logs} -name '*.log' -exec cat {{}} + | grep -c ' {severity} {service}: '"]
     return {"prompt": prompt, "files": files, "checks": [{"kind": "answer", "expected": str(total)}],
             "solution": solution, "answer": str(total)}  # fmt: skip
 
@@ -89,40 +98,40 @@ def _csv_total(rng: random.Random, level: int) -> dict:
         rows.append((f"o{1000 + i}", rng.choice(REGIONS), rng.choice(PRODUCTS), rng.randrange(1, 500)))
     header = "order_id,region,product,amount"
     text = header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n"
-    files = {"data/sales.csv": text, "data/NOTES.txt": "amount is in whole euros\n"}
+    sales = f"data/{rng.choice(('sales', 'orders', 'invoices'))}-{rng.randrange(2020, 2031)}.csv"
+    files = {sales: text, "data/NOTES.txt": "amount is in whole euros\n"}
     totals: Counter[str] = Counter()
     for _, region, _, amount in rows:
         totals[region] += amount
     if level == 1:
         region = rng.choice(sorted(totals))
-        prompt = (
-            f"What is the total amount of the orders of region '{region}' in data/sales.csv? Number only."
-        )
-        solution = [f"awk -F, '$2==\"{region}\" {{s+=$4}} END {{print s}}' data/sales.csv"]
+        prompt = f"What is the total amount of the orders of region '{region}' in {sales}? Number only."
+        solution = [f"awk -F, '$2==\"{region}\" {{s+=$4}} END {{print s}}' {sales}"]
         answer = str(totals[region])
         checks = [{"kind": "answer", "expected": answer}]
     elif level == 2:
         best = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
-        prompt = "Which region has the largest total amount in data/sales.csv? Answer with the region's name."
+        prompt = f"Which region has the largest total amount in {sales}? Answer with the region's name."
         solution = [
-            "awk -F, 'NR>1 {s[$2]+=$4} END {for (r in s) print s[r], r}' data/sales.csv "
+            f"awk -F, 'NR>1 {{s[$2]+=$4}} END {{for (r in s) print s[r], r}}' {sales} "
             "| sort -k1,1nr -k2 | head -1"
         ]
         answer = best
         checks = [{"kind": "answer", "expected": best}]
     else:
         ranked = sorted(totals.items(), key=lambda kv: (-kv[1], kv[0]))
+        out = _out_name(rng, ("report", "totals", "summary", "by-region"), ".txt")
         lines = [f"{region} {total}" for region, total in ranked]
         prompt = (
-            "Write report.txt with one line per region of data/sales.csv, 'REGION TOTAL' (the sum of "
+            f"Write {out} with one line per region of {sales}, 'REGION TOTAL' (the sum of "
             "amount), largest total first (ties by name). Then answer 'done'."
         )
         solution = [
-            "awk -F, 'NR>1 {s[$2]+=$4} END {for (r in s) print r, s[r]}' data/sales.csv | sort -k2,2nr -k1,1 "
-            "> report.txt"
+            f"awk -F, 'NR>1 {{s[$2]+=$4}} END {{for (r in s) print r, s[r]}}' {sales} | sort -k2,2nr -k1,1 "
+            f"> {out}"
         ]
         answer = "done"
-        checks = [{"kind": "lines", "path": "report.txt", "expected": lines}]
+        checks = [{"kind": "lines", "path": out, "expected": lines}]
     return {"prompt": prompt, "files": files, "checks": checks, "solution": solution, "answer": answer}
 
 
@@ -150,13 +159,14 @@ def _source_tree(rng: random.Random, level: int, marker: str) -> tuple[dict[str,
 def _todo_files(rng: random.Random, level: int) -> dict:
     marker = rng.choice(("TODO", "FIXME", "XXX"))
     files, hits = _source_tree(rng, level, marker)
+    out = _out_name(rng, ("todo", "open-items", "markers", "worklist"), ".txt")
     prompt = (
         f"List every file under src/ that contains the marker '{marker}:' (case-sensitive, with the colon), "
-        f"one path per line as 'src/...', sorted, in todo.txt. Then answer with how many files you listed."
+        f"one path per line as 'src/...', sorted, in {out}. Then answer with how many files you listed."
     )
-    solution = [f"grep -rl '{marker}:' src | sort > todo.txt", "wc -l < todo.txt"]
+    solution = [f"grep -rl '{marker}:' src | sort > {out}", f"wc -l < {out}"]
     checks = [
-        {"kind": "lines", "path": "todo.txt", "expected": hits},
+        {"kind": "lines", "path": out, "expected": hits},
         {"kind": "answer", "expected": str(len(hits))},
     ]
     return {
@@ -182,23 +192,24 @@ def _top_ips(rng: random.Random, level: int) -> dict:
         )
         if level < 3 or status == 404:
             counts[ip] += 1
-    k = 3
+    k = rng.randrange(3, 6)
+    out = _out_name(rng, ("top", "busiest", "heavy-hitters"), ".txt")
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
     expected = [f"{n} {ip}" for ip, n in ranked]
     which = "requests" if level < 3 else "requests answered with status 404"
     prompt = (
-        f"Find the {k} IP addresses with the most {which} in access.log. Write them to top.txt, one per "
+        f"Find the {k} IP addresses with the most {which} in access.log. Write them to {out}, one per "
         f"line as 'COUNT IP', most first (ties: IP in plain text order). Then answer 'done'."
     )
     grep = "" if level < 3 else " | awk '$9==404'"
     solution = [
         f"cat access.log{grep} | awk '{{print $1}}' | sort | uniq -c | awk '{{print $1, $2}}' "
-        f"| sort -k1,1nr -k2,2 | head -{k} > top.txt"
+        f"| sort -k1,1nr -k2,2 | head -{k} > {out}"
     ]
     files = {"access.log": "\n".join(lines) + "\n"}
     if level > 1:
         files["access.log.1"] = "\n".join(lines[: 20 * level]) + "\n"  # yesterday's: not asked for
-    checks = [{"kind": "lines", "path": "top.txt", "expected": expected}]
+    checks = [{"kind": "lines", "path": out, "expected": expected}]
     return {"prompt": prompt, "files": files, "checks": checks, "solution": solution, "answer": "done"}
 
 
@@ -257,26 +268,28 @@ def _permissions(rng: random.Random, level: int) -> dict:
 
 def _archive(rng: random.Random, level: int) -> dict:
     files: dict[str, str] = {}
+    archive = _out_name(rng, ("backup", "export", "bundle", "snapshot"), ".tar.gz")
+    ext = rng.choice((".json", ".csv"))
     wanted = []
     for i in range(3 * level + rng.randrange(3)):
         folder = "data" if level == 1 else "data/" + rng.choice(("2029", "2030", "raw"))
-        kind = rng.choice((".json", ".json", ".csv"))
+        kind = rng.choice((ext, ext, ".txt"))
         path = f"{folder}/{rng.choice(PRODUCTS)}-{i}{kind}"
         content = json.dumps(
             {"id": i, "product": rng.choice(PRODUCTS), "qty": rng.randrange(100)}, sort_keys=True
         )
-        files[path] = content + "\n" if kind == ".json" else "id,qty\n1,2\n"
-        if kind == ".json":
+        files[path] = {".json": content + "\n", ".csv": "id,qty\n1,2\n"}.get(kind, "notes\n")
+        if kind == ext:
             wanted.append(path)
     if not wanted:
-        files["data/extra.json"] = "{}\n"
-        wanted.append("data/extra.json")
+        files[f"data/extra{ext}"] = "\n"
+        wanted.append(f"data/extra{ext}")
     prompt = (
-        "Create backup.tar.gz, a gzip-compressed tar archive holding every .json file under data/ (and only "
+        f"Create {archive}, a gzip-compressed tar archive holding every {ext} file under data/ (and only "
         "those files), stored with their paths relative to the workspace (data/...). Then answer 'done'."
     )
-    solution = ["find data -name '*.json' | sort | tar -czf backup.tar.gz -T -"]
-    checks = [{"kind": "tar", "path": "backup.tar.gz", "expected": sorted(wanted)}]
+    solution = [f"find data -name '*{ext}' | sort | tar -czf {archive} -T -"]
+    checks = [{"kind": "tar", "path": archive, "expected": sorted(wanted)}]
     return {"prompt": prompt, "files": files, "checks": checks, "solution": solution, "answer": "done"}
 
 
