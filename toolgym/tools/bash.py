@@ -42,6 +42,7 @@ WORKSPACE_PATH = "/app"
 MAX_OUTPUT_CHARS = 16_000
 #: the largest workspace a snapshot reads back
 MAX_SNAPSHOT_BYTES = 16 * MiB
+SNAPSHOT_CHUNK = 192_000  # characters of the snapshot's JSON per call
 _GRACE_S = 5.0  # beyond a call's own timeout, before the sandbox kills the whole session
 TERMINAL_LIMITS = Limits(
     timeout_s=DEFAULT_TIMEOUT + _GRACE_S,
@@ -51,8 +52,10 @@ TERMINAL_LIMITS = Limits(
     open_files=256,
     file_size_bytes=32 * MiB,
     disk_bytes=128 * MiB,
-    max_output_bytes=32 * MiB,  # the snapshot's reply; a command's own output is capped by the driver
-    max_output_total_bytes=48 * MiB,
+    # what a call's reply may hold (the reader allocates it per call: keep it small); a command's own output
+    # is capped by the driver, a snapshot comes back in chunks of SNAPSHOT_CHUNK
+    max_output_bytes=256 * 1024,
+    max_output_total_bytes=16 * MiB,
 )
 
 # Runs in the session's interpreter: the model's command never sees this code or its descriptors.
@@ -187,8 +190,16 @@ def _tg_snapshot(ws, limit):
                 out.append([rel, "file", mode, data])
             else:
                 out.append([rel, "other", mode, ""])
-    print(_json.dumps({"entries": out}))
+    global _tg_snap
+    _tg_snap = _json.dumps({"entries": out})
+    print(_json.dumps({"size": len(_tg_snap)}))
+
+def _tg_chunk(start, size):
+    print(_tg_snap[start : start + size])
 '''
+
+# A session compiles the driver once (its first call, or the first after a restart), not on every call.
+_DEFINE = f"if '_tg_snapshot' not in globals():\n    exec({SHELL_DRIVER!r})"
 
 
 class Workspace:
@@ -323,7 +334,7 @@ class BashTool(Tool):
             return None
         ws, shown = paths
         cap = self.max_output_chars * 2
-        return f"{SHELL_DRIVER}\n_tg_call({command!r}, {ws!r}, {shown!r}, {self.timeout!r}, {cap})\n"
+        return f"{_DEFINE}\n_tg_call({command!r}, {ws!r}, {shown!r}, {self.timeout!r}, {cap})\n"
 
     def _refuse(self, command: str) -> ToolResult | None:
         if "\x00" in command:
@@ -393,17 +404,27 @@ class BashTool(Tool):
         paths = self.workspace_paths()
         if isinstance(paths, str):
             raise SnapshotError(paths)
-        code = f"{SHELL_DRIVER}\n_tg_snapshot({paths[0]!r}, {MAX_SNAPSHOT_BYTES})\n"
-        res = self._current_session().run(code, timeout=60.0)
+        code = f"{_DEFINE}\n_tg_snapshot({paths[0]!r}, {MAX_SNAPSHOT_BYTES})\n"
+        session = self._current_session()
+        res = session.run(code, timeout=60.0)
         reply = _last_json(res.stdout) if res.status == "ok" else None
         if res.session_reset:
             self._lost = res.detail or "the session restarted"
         if self._lost:
             raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
-        if reply is None or "entries" not in reply:
+        if reply is None or "size" not in reply:
             why = (reply or {}).get("error") or res.detail or res.stderr[-300:] or res.status
             raise SnapshotError(f"could not read the workspace: {why}")
-        return Workspace(reply["entries"])
+        parts = []
+        for start in range(0, int(reply["size"]), SNAPSHOT_CHUNK):
+            part = session.run(f"_tg_chunk({start}, {SNAPSHOT_CHUNK})", timeout=60.0)
+            if part.status != "ok" or part.session_reset or part.stdout_truncated:
+                raise SnapshotError(f"could not read the workspace: {part.detail or part.status}")
+            parts.append(part.stdout.removesuffix("\n"))
+        try:
+            return Workspace(json.loads("".join(parts))["entries"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"could not read the workspace: {exc}") from exc
 
 
 _EMPTY = Task(id="", prompt="")
