@@ -37,7 +37,7 @@ from toolgym.core.task import Task
 from toolgym.envs.terminal import check_workspace
 from toolgym.envs.terminal_tasks import generate_terminal_task
 from toolgym.sandbox import LocalSandbox
-from toolgym.sandbox.shared import TERMINAL_LINKS
+from toolgym.sandbox.shared import TERMINAL_LINKS, TERMINAL_PRELOAD
 from toolgym.tools.bash import BashTool, Workspace
 
 WORKERS = (1, 2)
@@ -60,7 +60,7 @@ def measure(benchmark, key: tuple[str, int], one_round, *args) -> None:
 
 @pytest.fixture(scope="module", params=WORKERS)
 def sandbox(request):
-    with LocalSandbox(workers=request.param, links=TERMINAL_LINKS) as box:
+    with LocalSandbox(workers=request.param, links=TERMINAL_LINKS, preload=TERMINAL_PRELOAD) as box:
         yield request.param, box
 
 

@@ -18,7 +18,7 @@ import os
 import threading
 
 from toolgym.sandbox.capacity import Reservation, SessionSlots, check_capacity
-from toolgym.sandbox.local import LocalSandbox
+from toolgym.sandbox.local import DEFAULT_PRELOAD, LocalSandbox
 
 SESSIONS_ENV = "TOOLGYM_SANDBOX_SESSIONS"
 
@@ -27,6 +27,8 @@ _terminal: tuple[int, LocalSandbox] | None = None
 #: where a terminal episode's workspace (``app`` in the run's private /tmp), a Harbor test script and its
 #: logs appear
 TERMINAL_LINKS = {"/app": "/tmp/app", "/logs": "/tmp/logs", "/tests": "/tmp/tests"}
+#: what the bash tool's session driver imports, preloaded in its fork servers (about 10 ms less per episode)
+TERMINAL_PRELOAD = (*DEFAULT_PRELOAD, "subprocess", "select", "ctypes")
 _slots: tuple[int, SessionSlots] | None = None
 _shared_lock = threading.Lock()
 
@@ -74,12 +76,13 @@ def shared_sandbox() -> LocalSandbox:
 
 def shared_terminal_sandbox() -> LocalSandbox:
     """The process-wide sandbox of the bash tool and Terminal-v0's verifiers: ``shared_sandbox()``'s layers
-    and slot table, plus the view links ``TERMINAL_LINKS`` (a session's workspace appears at ``/app``)."""
+    and slot table, plus the view links ``TERMINAL_LINKS`` (a session's workspace appears at ``/app``) and
+    the driver's modules preloaded (``TERMINAL_PRELOAD``)."""
     global _terminal
     slots = shared_slots()
     with _shared_lock:
         if _terminal is None or _terminal[0] != os.getpid():
-            sb = LocalSandbox(workers=2, slots=slots, links=TERMINAL_LINKS)
+            sb = LocalSandbox(workers=2, slots=slots, links=TERMINAL_LINKS, preload=TERMINAL_PRELOAD)
             atexit.register(sb.close)
             _terminal = (os.getpid(), sb)
         return _terminal[1]
