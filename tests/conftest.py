@@ -109,6 +109,7 @@ VLLM_FILES = frozenset(
         "tests/server/test_agent_server.py",
         "tests/trainers/openrlhf/test_executor.py",
         "tests/trainers/verl/test_agent_loop.py",
+        "tests/viewer/test_browser.py",
     }
 )
 #: the units of work that run first, longest first, so the other worker is not left idle at the end

@@ -36,7 +36,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # ToolEnv and make_env wire a parser, tools and a verifier together: they sit above them
     ("envs", ("toolgym.envs", "=toolgym")),
     ("rollout", ("toolgym.rollout",)),
-    ("trainers, server, testing", ("toolgym.trainers", "toolgym.server", "toolgym.testing")),
+    (
+        "trainers, server, testing, viewer",
+        ("toolgym.trainers", "toolgym.server", "toolgym.testing", "toolgym.viewer"),
+    ),
     ("cli", ("toolgym.cli",)),
 ]
 
@@ -112,6 +115,7 @@ def test_nothing_below_the_cli_imports_it():
         ("toolgym.envs.calculator", "envs"),
         ("toolgym.rollout.episode", "rollout"),
         ("toolgym.cli.demo", "cli"),
+        ("toolgym.viewer.page", "trainers, server, testing, viewer"),
     ],
 )
 def test_layer_table_places_modules(module, layer):

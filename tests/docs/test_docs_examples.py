@@ -23,6 +23,7 @@ PAGES = (
     "architecture.md",
     "extending.md",
     "rollouts.md",
+    "viewer.md",
     "serving.md",
     "sandbox.md",
     "training.md",

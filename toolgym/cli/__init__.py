@@ -11,6 +11,7 @@
 ``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
 ``toolgym check``   the env check kit: is an env fit for RL training (a table per env; exit 1 on a failure)
 ``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
+``toolgym view F``  see episodes (rollout JSONL, eval reports, training dumps): conversation, tokens by mask
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from toolgym.cli import demo, doctor, envs, export, rollout, serve, train
+from toolgym.cli import demo, doctor, envs, export, rollout, serve, train, view
 
 #: the command modules, in the order ``toolgym --help`` lists them
-COMMANDS = (envs, demo, rollout, export, train, serve, doctor)
+COMMANDS = (envs, demo, rollout, export, train, serve, doctor, view)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -152,6 +152,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         f"turns {report.turns_mean:.2f}  errors {report.errors}"
     )
     if args.out:
+        if args.trajectories:
+            report.trajectories = str(Path(args.trajectories).resolve())
         Path(args.out).write_text(report.model_dump_json(indent=2))
         print(f"report written to {args.out}")
     return 0

@@ -126,6 +126,10 @@ class Trajectory(BaseModel):
     env_s: float = 0.0
     #: of ``env_s``, seconds spent waiting for shared capacity (a sandbox session slot; ``core.waits``)
     wait_s: float = 0.0
+    #: seconds of each ``env.step`` (the turn's tools, or the verifier), one per turn: a viewer's tool latency
+    step_s: list[float] = Field(default_factory=list)
+    #: the tokenizer the ids belong to (its ``name_or_path``), so a viewer can decode them later
+    tokenizer: str | None = None
     error: str | None = None
 
     @property

@@ -105,6 +105,7 @@ class _Episode:
         self.logprobs: list[float] | None = []
         self.stop_reason: str | None = None
         self.gen_s = self.env_s = 0.0
+        self.step_s: list[float] = []
         self.reset_done = False
         self.waits = WaitTally()
 
@@ -154,7 +155,8 @@ class _Episode:
             action = await self._off_loop(renderer.action_text, gen.token_ids)
             t = time.perf_counter()
             _, _, terminated, truncated, step_info = await self._off_loop(self.env.step, action)
-            self.env_s += time.perf_counter() - t
+            self.step_s.append(time.perf_counter() - t)
+            self.env_s += self.step_s[-1]
             if terminated or truncated:
                 return
             before, messages = len(messages), step_info["messages"]
@@ -184,6 +186,10 @@ class _Episode:
         else:
             self.logprobs += logprobs
 
+    def _tokenizer_name(self) -> str | None:
+        name = getattr(self.renderer.tokenizer, "name_or_path", None)
+        return name if isinstance(name, str) and name else None
+
     def _trim_trailing_observation(self) -> None:
         while self.mask and self.mask[-1] == 0:
             self.mask.pop()
@@ -205,6 +211,8 @@ class _Episode:
                 "generation_s": self.gen_s,
                 "env_s": self.env_s,
                 "wait_s": self.waits.seconds,
+                "step_s": self.step_s,
+                "tokenizer": self._tokenizer_name(),
             },
             deep=True,
         )
@@ -227,6 +235,8 @@ class _Episode:
                 "generation_s": self.gen_s,
                 "env_s": self.env_s,
                 "wait_s": self.waits.seconds,
+                "step_s": self.step_s,
+                "tokenizer": self._tokenizer_name(),
             }
         )
 

@@ -38,6 +38,9 @@ class EvalReport(BaseModel):
     turns_mean: float
     errors: int
     per_task: list[TaskScore]
+    #: the JSONL file the episodes were appended to (``toolgym eval --trajectories``): ``toolgym view`` opens
+    #: the report with its episodes
+    trajectories: str | None = None
 
 
 def score(env_id: str, trajectories: Sequence[Trajectory], k: int) -> EvalReport:

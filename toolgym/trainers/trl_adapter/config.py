@@ -73,6 +73,11 @@ class TRLTrainConfig(BaseModel):
     #: save a checkpoint every N steps (-1: never)
     save_freq: int = -1
     logging_steps: int = Field(1, ge=1)
+    #: every N steps, write a sample of the episodes (tokens, mask, reward, verdict) to ``<run dir>/episodes``
+    #: for ``toolgym view`` (default: no dump)
+    dump_every: int | None = Field(None, ge=1)
+    #: episodes written per dumped step, per process
+    dump_episodes: int = Field(8, ge=1)
 
     #: any other ``GRPOConfig`` field, as it is (they win over toolgym's)
     trl_args: dict[str, Any] = Field(default_factory=dict)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolgym.rollout.dump import DumpSettings
 from toolgym.trainers.trl_adapter.config import TRLTrainConfig, load_trl_config
 
 #: what the reward table shows, from TRL's logs: (column, log key, format)
@@ -132,6 +133,14 @@ def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
         raise ValueError(f"TRL's GRPOConfig rejected the settings: {exc}") from None
 
 
+def episode_dump(cfg: TRLTrainConfig, run_dir: Path) -> DumpSettings | None:
+    """Where and how often the run writes episodes for ``toolgym view`` (``<run dir>/episodes``), or None."""
+    if cfg.dump_every is None:
+        return None
+    directory = str(Path(run_dir).resolve() / "episodes")
+    return DumpSettings(directory=directory, every=cfg.dump_every, episodes=cfg.dump_episodes)
+
+
 def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | None = None) -> Any:
     """Dataset, rollout function and ``GRPOTrainer`` for the run (nothing trained yet)."""
     from transformers import AutoTokenizer, PrinterCallback
@@ -149,6 +158,7 @@ def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | Non
         max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_prompt_tokens=cfg.max_prompt_length,
         max_concurrent_episodes=cfg.max_concurrent_episodes,
+        dump=episode_dump(cfg, run_dir),
     )
     model = resolve_model(cfg.model)
     trainer = GRPOTrainer(

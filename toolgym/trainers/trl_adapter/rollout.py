@@ -49,6 +49,7 @@ import numpy as np
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient, Sampling
+from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.episode import RolloutConfig, run_episode
 from toolgym.rollout.pool import EnvPool
 from toolgym.trainers.trl_adapter.data import (
@@ -80,6 +81,7 @@ class ToolgymRolloutFunc:
         chat_template_kwargs: dict[str, Any] | None = None,
         client: LLMClient | None = None,
         exclude_infra_errors: bool = True,
+        dump: DumpSettings | None = None,
     ):
         for name, value in (
             ("max_response_tokens", max_response_tokens),
@@ -103,6 +105,7 @@ class ToolgymRolloutFunc:
         self.chat_template_kwargs = chat_template_kwargs
         self.client = client
         self.exclude_infra_errors = exclude_infra_errors
+        self.dump = EpisodeDump(dump, trainer="trl") if dump is not None else None
         self.last_trajectories: list[Trajectory] = []
         self.last_call = -1
         self._pool = EnvPool()
@@ -130,6 +133,10 @@ class ToolgymRolloutFunc:
         else:
             trajs = self._with_model(trainer, keys, config, renderer, call)
         self.last_trajectories, self.last_call = trajs, call
+        if self.dump is not None:  # the step the trainer is at; each rank writes its own file
+            step = int(trainer.state.global_step)
+            for traj in trajs:
+                self.dump.offer(step, traj, trained=traj.trainable_for(self.exclude_infra_errors))
         return trl_outputs(
             trajs,
             filler_id=_filler_id(renderer.tokenizer),
@@ -343,6 +350,7 @@ def make_rollout_func(
     chat_template_kwargs: dict[str, Any] | None = None,
     client: LLMClient | None = None,
     exclude_infra_errors: bool = True,
+    dump: DumpSettings | None = None,
 ) -> ToolgymRolloutFunc:
     """A ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes (see the module docstring).
 
@@ -361,6 +369,8 @@ def make_rollout_func(
         exclude_infra_errors: keep an episode whose tool calls failed through our fault (the sandbox lost
             its state or had no slot for it, the retriever was down) out of the loss, as an untrainable one
             (``Trajectory.trainable_for``); False trains on it with the reward it got.
+        dump: write a sample of the episodes every ``dump.every`` steps to ``dump.directory`` (with their
+            tokens, mask, reward, verdict; ``toolgym view DIR`` opens it); each process writes its own file.
     """
     return ToolgymRolloutFunc(
         env,
@@ -371,6 +381,7 @@ def make_rollout_func(
         chat_template_kwargs=chat_template_kwargs,
         client=client,
         exclude_infra_errors=exclude_infra_errors,
+        dump=dump,
     )
 
 
