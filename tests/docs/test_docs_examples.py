@@ -36,6 +36,7 @@ PAGES = (
     "envs/search-multihop.md",
     "envs/reasoning-gym.md",
     "envs/sql.md",
+    "envs/terminal.md",
 )
 README_BLOCKS = set(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL))
 
@@ -55,6 +56,7 @@ EXAMPLES = examples()
 def test_the_env_pages_show_sample_episodes():
     shown = {name.split(":")[0] for name, _, output in EXAMPLES if output is not None}
     pages = ("calculator", "math", "python-code", "search", "search-multihop", "reasoning-gym", "sql")
+    pages += ("terminal",)
     assert shown >= {f"envs/{page}.md" for page in pages}
 
 
