@@ -10,7 +10,7 @@ import pytest
 
 from toolgym.core.task import Task
 from toolgym.core.types import ToolCall
-from toolgym.sandbox import LocalSandbox
+from toolgym.sandbox import IsolationReport, LocalSandbox
 from toolgym.sandbox.local import wait_until
 from toolgym.sandbox.shared import TERMINAL_LINKS
 from toolgym.tools.base import make_tool
@@ -169,3 +169,17 @@ def test_without_the_read_only_view_the_tool_works_or_refuses_loudly():
                 assert tool.snapshot().files["notes.txt"] == b"alpha\nbeta\nmore\n"
         finally:
             tool.close()
+
+
+def test_another_backend_is_refused_not_shared():
+    """e2b's sessions share one working directory in one microVM: the tool refuses it rather than let two
+    episodes see each other's workspace."""
+
+    class Remote:
+        isolation = IsolationReport(backend="e2b", active=("microvm",))
+
+    tool = BashTool(sandbox=Remote())  # type: ignore[arg-type]
+    res = sh(tool, "ls")
+    assert res.status == "infra_error" and "local sandbox only" in res.output
+    with pytest.raises(SnapshotError, match="local sandbox only"):
+        tool.snapshot()

@@ -311,6 +311,8 @@ class BashTool(Tool):
         report = self.sandbox.isolation
         if report.broken:
             return f"the sandbox is broken: {report.broken}"
+        if report.backend != "local":  # e2b's sessions share one working directory in one microVM
+            return f"the bash tool runs on the local sandbox only, not on the {report.backend} backend"
         if "fs_view" in report.active and f"{WORKSPACE_PATH} ->" in report.details.get("fs_view", ""):
             return f"/tmp/{WORKSPACE}", WORKSPACE_PATH
         if "file access as uid 0" in report.details.get("unprivileged_user", ""):
