@@ -91,7 +91,10 @@ class ToolEnv(gym.Env[str, str]):
         instructions = _instructions(
             self.parser, action_format, tools, max_action_chars, parser_options or {}
         )
-        self.system_prompt = "\n\n".join(p for p in (system_prompt.strip(), instructions) if p)
+        #: the env's own system prompt, without the format's instructions: for trainers whose chat template
+        #: renders the tools and their call format itself (TRL's environment_factory)
+        self.preamble = system_prompt.strip()
+        self.system_prompt = "\n\n".join(p for p in (self.preamble, instructions) if p)
         self.render_mode = render_mode
         self.action_space = AnyText(max_action_chars)
         self.observation_space = AnyText(1_000_000)

@@ -6,6 +6,9 @@
 - ``env_reward``: the reward function to pass as ``reward_funcs``.
 - ``prompt_dataset(env, n)`` (``data.py``): the train dataset, one row per episode, each pinning its env,
   task and seed (so a GRPO group plays one task).
+- ``environment_factory(env)`` (``environment.py``): TRL's recommended path instead, a class whose methods
+  are the env's tools, which TRL's own tool-call loop drives; ``environment_reward`` (the env's verifier on
+  the final answer) and ``environment_dataset(env, n)`` (rows pinning the tasks) go with it.
 - ``toolgym train --trainer trl --config FILE.yaml`` (``launch.py``, ``config.py``): one YAML in, a GRPO run.
 - ``probe.py``: ``toolgym-debug/Probe-v0``, an env a model with random weights learns in seconds, to check a
   trainer's wiring by learning (registered with Gymnasium when ``probe`` is imported; ``ENV_ENTRY`` is the
@@ -24,6 +27,9 @@ _LAZY = {
     "make_rollout_func": "toolgym.trainers.trl_adapter.rollout",
     "env_reward": "toolgym.trainers.trl_adapter.rollout",
     "ToolgymRolloutFunc": "toolgym.trainers.trl_adapter.rollout",
+    "environment_factory": "toolgym.trainers.trl_adapter.environment",
+    "environment_reward": "toolgym.trainers.trl_adapter.environment",
+    "environment_dataset": "toolgym.trainers.trl_adapter.environment",
 }
 
 
@@ -35,4 +41,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["EpisodeKey", "ToolgymRolloutFunc", "env_reward", "make_rollout_func", "prompt_dataset"]
+__all__ = [
+    "EpisodeKey",
+    "ToolgymRolloutFunc",
+    "env_reward",
+    "environment_dataset",
+    "environment_factory",
+    "environment_reward",
+    "make_rollout_func",
+    "prompt_dataset",
+]
