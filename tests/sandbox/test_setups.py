@@ -163,6 +163,16 @@ PROBE = textwrap.dedent(
     observation = tool.run(PythonTool.Args(code="import numpy; print(numpy.add(1, 2))"))
     out["tool"] = [observation.status, observation.output[:120]]
     tool.end_episode("e")
+    from toolgym.tools.bash import BashTool
+    shell = BashTool(sandbox=sb, timeout=5)
+    shell.bind_task(Task(id="w", prompt="", data={"files": {"in.txt": "a b c\\n"}}))
+    # (without a pid namespace the host's processes are listed too, this probe's own command line included:
+    # look for this call's own sleep only, a name no command line here spells out)
+    first = shell.run(BashTool.Args(command="wc -w < in.txt > n.txt; (sleep 61.$((6+1)) &); echo started"))
+    second = shell.run(BashTool.Args(command="cat n.txt; pgrep -fc 'sleep 61[.]7'"))
+    fs_as_root = "file access as uid 0" in sb.isolation.details.get("unprivileged_user", "")
+    out["bash"] = [first.status, first.output[:400], second.output[:400], fs_as_root]
+    shell.close()
     sb.close()
     print("RESULT " + json.dumps(out))
     """
@@ -227,6 +237,13 @@ def assert_contained_and_honest(out: dict) -> None:
     assert battery["own"] == "inside is fine"
     assert out["honest"] == [1.0, None], out["honest"]  # an honest numpy solution scores 1.0
     assert out["tool"] == ["ok", "3"], out["tool"]
+    # the bash tool keeps its workspace and kills what a call left running, or refuses loudly where a
+    # command could not write the workspace (children reading files as uid 0, without the view)
+    status, first, second, fs_as_root = out["bash"]
+    if fs_as_root and "fs_view" not in out["active"]:
+        assert status == "infra_error" and "could not write the workspace" in first, out["bash"]
+    else:
+        assert (status, first, second) == ("ok", "started\n[exit code 0]", "3\n0\n[exit code 1]"), out["bash"]
 
 
 def test_docker_like_root_without_cap_sys_admin():
