@@ -48,7 +48,8 @@ class _Recording:
 
     def _record(self, request_id: str, ids: list[int], lps: list[float] | None) -> Any:
         self.generations[request_id].append((ids, lps))
-        steps = {"global_steps": self.global_steps}
+        # as verl's LLMServerClient reports them: the server's step, and the episode's range of steps so far
+        steps = {key: self.global_steps for key in ("global_steps", "min_global_steps", "max_global_steps")}
         return TokenOutput(token_ids=ids, log_probs=lps, stop_reason="completed", extra_fields=steps)
 
 

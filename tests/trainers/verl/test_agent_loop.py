@@ -149,6 +149,40 @@ def test_turn_and_token_limits_come_from_verl_and_the_agent_loop_yaml(engine, tm
         assert out.non_tensor_batch["toolgym_stop_reason"][i] in ("length", "answer")
 
 
+def test_the_agent_loop_dumps_every_nth_steps_episodes_for_the_viewer(engine, tmp_path):
+    """With ``dump_dir`` in the agent-loop YAML, the episodes of every ``dump_every``-th step (the step verl's
+    servers report for the weights) are written whole, at most ``dump_episodes`` per step and worker, with
+    the tokens and mask verl trained on; ``toolgym view`` opens the directory."""
+    from toolgym.viewer import load
+
+    loops = tmp_path / "loops.yaml"
+    loops.write_text(
+        "- name: toolgym\n"
+        "  _target_: toolgym.trainers.verl_adapter.agent_loop.ToolgymAgentLoop\n"
+        f"  dump_dir: {tmp_path / 'episodes'}\n"
+        "  dump_every: 2\n"
+        "  dump_episodes: 3\n"
+    )
+    server = ClientServerStandIn(ScriptedClient(engine.renderer, ["<answer>1</answer>"] * 100))
+    path = export_verl(["toolgym/Calculator-v0"], n=2, out=tmp_path)
+    config = verl_config(
+        prompt_length=PROMPT, response_length=RESPONSE, group_size=2, agent_loop_config=loops
+    )
+    worker = agent_loop_worker(server, config)
+    outputs = {}
+    for step in (1, 2, 3, 4):
+        server.global_steps = step
+        batch = dataset_batch(path, config, worker.tokenizer, group_size=2)
+        outputs[step] = _samples(engine.run(worker.generate_sequences(batch)))
+
+    loaded = load(tmp_path / "episodes")
+    assert loaded.kind == "dump" and [e.step for e in loaded.episodes] == [2, 2, 2, 4, 4, 4]
+    assert all(e.trained for e in loaded.episodes)
+    dumped = loaded.episodes[0].trajectory
+    sample = next(s for s in outputs[2] if s.response == dumped.response_ids)
+    assert sample.prompt == dumped.prompt_ids and sample.mask[: sample.response_len] == dumped.response_mask
+
+
 class FlakyServer(VLLMServerStandIn):
     """Fails every request of the episodes whose first prompt it sees second, like a replica going away."""
 

@@ -271,3 +271,17 @@ def test_a_real_run_refuses_prompts_longer_than_max_prompt_length(tmp_path, monk
         ValueError, match=r"4 of 4 rows in train.parquet .* longer than max_prompt_length=300"
     ):
         launch.run_training(cfg, launch.plan_run(cfg, tmp_path / "run"))
+
+
+def test_dump_every_puts_the_episode_dump_in_the_run_dir(tmp_path):
+    """``dump_every`` in the config reaches the agent loop with the run dir's ``episodes`` folder."""
+    text = "model: tiny\nenvs:\n  - id: toolgym/Calculator-v0\ndump_every: 5\ndump_episodes: 2\n"
+    plan = launch.plan_run(load_train_config(_write(tmp_path, text)), tmp_path / "run")
+    assert plan.agent_loop_kwargs == {
+        "dump_every": 5,
+        "dump_episodes": 2,
+        "dump_dir": str((tmp_path / "run" / "episodes").resolve()),
+    }
+    assert plan.agent_loop_path == (tmp_path / "run" / "agent_loops.yaml").resolve()
+    plain = launch.plan_run(load_train_config(_write(tmp_path, text.split("dump_every")[0])), tmp_path / "r")
+    assert plain.agent_loop_kwargs == {}

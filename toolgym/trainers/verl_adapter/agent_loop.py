@@ -19,6 +19,9 @@ What verl needs and the loop guarantees:
 - ``extra_fields`` has the same keys for every sample (verl concatenates them across the batch).
 - at most ``max_concurrent_episodes`` episodes run at once per worker (verl starts a whole chunk at once, and
   each episode holds an env: a sandbox session, a search index).
+- with ``dump_dir`` set, every ``dump_every`` steps the first ``dump_episodes`` episodes a worker finishes are
+  written there whole (``toolgym.rollout.dump``; ``toolgym view DIR`` opens them), with the step of the
+  weights that generated them (verl's servers report it) and whether the loss used them.
 
 Env pools, the chat renderer and the thread pool live per worker process (``_WorkerState``), not per sample.
 """
@@ -37,6 +40,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Sampling
+from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.episode import RolloutConfig, run_episode
 from toolgym.rollout.models import generation_eos_ids
 from toolgym.rollout.pool import EnvPool
@@ -55,6 +59,10 @@ class ToolgymAgentLoop(AgentLoopBase):
             reserves one session slot of the worker's sandbox: ``toolgym.rollout.pool``).
         exclude_infra_errors: keep an episode whose tool calls failed through our fault out of the loss
             (``Trajectory.trainable_for``); False trains on it with the reward it got.
+        dump_dir: write episode dumps here (default: none); ``toolgym train`` sets ``<run dir>/episodes``
+            when the config sets ``dump_every``.
+        dump_every: dump every N-th step's episodes.
+        dump_episodes: episodes per dumped step, per agent-loop worker.
     """
 
     def __init__(
@@ -63,6 +71,9 @@ class ToolgymAgentLoop(AgentLoopBase):
         max_tokens_per_turn: int | None = None,
         max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
         exclude_infra_errors: bool = True,
+        dump_dir: str | None = None,
+        dump_every: int = 10,
+        dump_episodes: int = 8,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -87,6 +98,11 @@ class ToolgymAgentLoop(AgentLoopBase):
         )
         self.max_concurrent_episodes = max_concurrent_episodes
         self.exclude_infra_errors = bool(exclude_infra_errors)
+        self.dump = (
+            self.state.dump(DumpSettings(directory=dump_dir, every=dump_every, episodes=dump_episodes))
+            if dump_dir
+            else None
+        )
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         try:
@@ -116,6 +132,9 @@ class ToolgymAgentLoop(AgentLoopBase):
                     request_id=uuid4().hex,
                     executor=self.state.executor,
                 )
+        if self.dump is not None:
+            trained = traj.trainable_for(self.exclude_infra_errors)
+            self.dump.offer(client.max_global_steps, traj, trained)
         return self._output(traj, client)
 
     def _output(self, traj: Trajectory, client: VerlServerClient) -> AgentLoopOutput:
@@ -179,6 +198,7 @@ class _WorkerState:
         self.pool = EnvPool()
         self.executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-verl")
         self._semaphores: dict[int, asyncio.Semaphore] = {}
+        self._dumps: dict[DumpSettings, EpisodeDump] = {}
 
     @classmethod
     def get(cls, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str) -> _WorkerState:
@@ -187,6 +207,14 @@ class _WorkerState:
             if key not in cls._instances:
                 cls._instances[key] = cls(tokenizer, chat_template_kwargs, model_path)
             return cls._instances[key]
+
+    def dump(self, settings: DumpSettings) -> EpisodeDump:
+        """The worker's one writer for ``settings`` (verl builds a new agent loop per sample: the count of
+        episodes dumped per step lives here)."""
+        with self._lock:
+            if settings not in self._dumps:
+                self._dumps[settings] = EpisodeDump(settings, trainer="verl")
+            return self._dumps[settings]
 
     def slots(self, limit: int) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -65,6 +65,11 @@ class TrainConfig(BaseModel):
     max_concurrent_episodes: int | None = Field(None, ge=1)
     #: False: train on episodes whose tool calls failed through our fault (default: keep them out of the loss)
     exclude_infra_errors: bool | None = None
+    #: every N steps, write a sample of the episodes (tokens, mask, reward, verdict) to ``<run dir>/episodes``
+    #: for ``toolgym view`` (default: no dump)
+    dump_every: int | None = Field(None, ge=1)
+    #: episodes written per dumped step, per agent-loop worker
+    dump_episodes: int = Field(8, ge=1)
 
     # -- optimisation
     epochs: int = Field(1, ge=1)
@@ -160,6 +165,8 @@ class TrainConfig(BaseModel):
             "max_tokens_per_turn": self.max_tokens_per_turn,
             "max_concurrent_episodes": self.max_concurrent_episodes,
             "exclude_infra_errors": self.exclude_infra_errors,
+            "dump_every": self.dump_every,
+            "dump_episodes": self.dump_episodes if self.dump_every is not None else None,
         }
         return {k: v for k, v in chosen.items() if v is not None}
 

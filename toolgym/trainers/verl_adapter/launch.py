@@ -41,7 +41,7 @@ class RunPlan:
     val_file: Path
     #: the shipped agent-loop YAML, or ``<run_dir>/agent_loops.yaml`` when the config sets loop kwargs
     agent_loop_path: Path
-    agent_loop_kwargs: dict[str, int | bool]
+    agent_loop_kwargs: dict[str, int | bool | str]
     attn_implementation: str
     overrides: list[str] = field(default_factory=list)
     #: environment the verl process needs on top of ours: toolgym's verl modules
@@ -61,7 +61,9 @@ def plan_run(
 
     check_env_ids(cfg)
     run_dir = Path(run_dir).resolve()
-    kwargs = cfg.agent_loop_kwargs()
+    kwargs: dict[str, int | bool | str] = dict(cfg.agent_loop_kwargs())
+    if cfg.dump_every is not None:  # episodes for `toolgym view`, where every worker can write
+        kwargs["dump_dir"] = str(run_dir / "episodes")
     agent_loop_path = run_dir / "agent_loops.yaml" if kwargs else Path(agent_loop_config_path())
     model = resolve_model(cfg.model)
     if Path(model).expanduser().exists():  # Ray workers do not share the launcher's cwd
@@ -401,7 +403,7 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
         )
 
 
-def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool]) -> None:
+def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool | str]) -> None:
     """A copy of the shipped agent-loop YAML with this run's loop kwargs (Hydra passes them to the loop)."""
     import yaml
 
