@@ -21,7 +21,7 @@ CORE_TESTS := tests/core tests/envs tests/tools tests/sandbox tests/rewards test
               tests/sql
 CORE_VENV  = .venv-core-$(notdir $(PYTHON))
 
-.PHONY: install demo test test-core core-venv lint bench docs lock clean
+.PHONY: install demo test test-core core-venv lint bench docs lock clean chromium
 
 install: $(STAMP)
 
@@ -41,7 +41,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # TEST_WORKERS pytest-xdist workers (0: one process); each file runs whole on one worker (tests/conftest.py)
-test: lint
+# the viewer's browser test (tests/viewer/test_browser.py) runs in headless Chromium: Debian's package is
+# installed when it is missing and this machine allows it (root, apt-get); elsewhere that test skips, saying why
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  { apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || \
+	    { apt-get update -qq && apt-get install -y --no-install-recommends chromium >/dev/null; }; } || \
+	  echo "chromium: not installed (needs root and apt-get); the viewer's browser test will skip"; }
+
+test: lint chromium
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
