@@ -99,6 +99,16 @@ def test_a_lost_workspace_is_a_verifier_error_not_a_zero():
     env.close()
 
 
+def test_a_workspace_too_large_to_judge_is_the_models_failure_not_an_error():
+    env = gym.make("toolgym/Terminal-v0", kinds="log_count")
+    env.reset(seed=0)
+    task = env.unwrapped.task
+    reward, verdict, _ = _play(env, [bash("head -c 20M /dev/zero > big"), str(task.answer)], task=task)
+    assert reward == 0.0 and verdict.error is None and "more than" in verdict.details["failed"][0]
+    assert env.unwrapped.trajectory.trainable
+    env.close()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="level"):
         gym.make("toolgym/Terminal-v0", level=4)

@@ -178,7 +178,7 @@ def _tg_snapshot(ws, limit):
             elif _os.path.isfile(path):
                 size += st.st_size
                 if size > limit:
-                    print(_json.dumps({"error": f"the workspace holds more than {limit} bytes"}))
+                    print(_json.dumps({"too_large": f"the workspace holds more than {limit} bytes"}))
                     return
                 try:
                     with open(path, "rb") as fh:
@@ -232,7 +232,12 @@ class Workspace:
 
 
 class SnapshotError(RuntimeError):
-    """The workspace could not be read back (the sandbox failed, or the workspace is too large)."""
+    """The workspace could not be read back (the sandbox failed, the session was lost)."""
+
+
+class WorkspaceTooLarge(ValueError):
+    """The commands left more than ``MAX_SNAPSHOT_BYTES`` in the workspace: the model's doing, judged as a
+    failure (reward 0), never a verifier error that would keep the episode out of training."""
 
 
 def workspace_files(task: Task) -> dict[str, str | bytes]:
@@ -415,7 +420,9 @@ class BashTool(Tool):
         if self._lost:
             raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
         if reply is None or "size" not in reply:
-            why = (reply or {}).get("error") or res.detail or res.stderr[-300:] or res.status
+            if reply and "too_large" in reply:
+                raise WorkspaceTooLarge(reply["too_large"])
+            why = res.detail or res.stderr[-300:] or res.status
             raise SnapshotError(f"could not read the workspace: {why}")
         parts = []
         for start in range(0, int(reply["size"]), SNAPSHOT_CHUNK):
