@@ -11,6 +11,7 @@ SERVICES = {
     "tools": "toolgym.server.tools",
     "openenv": "toolgym.server.openenv",
     "agent": "toolgym.server.agent",
+    "mcp": "toolgym.server.mcp",
 }
 
 

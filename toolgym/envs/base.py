@@ -49,6 +49,8 @@ class ToolEnv(gym.Env[str, str]):
         parser_options: extra keyword arguments for the parser (e.g. ``result_tag`` for ``xml``).
         tool_server: run the tools on a ``toolgym serve tools`` server (its URL, or a ``ToolServerClient``)
             instead of in this process; observations are the same (``toolgym.tools.remote``).
+        extra_tools: tools added after the env's own, e.g. an MCP server's
+            (``gym.make(ID, extra_tools=toolgym.tools.mcp_tools(URL))``); names must not clash.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -67,6 +69,7 @@ class ToolEnv(gym.Env[str, str]):
         parser_options: dict[str, Any] | None = None,
         render_mode: str | None = None,
         tool_server: Any = None,
+        extra_tools: Sequence[Tool] = (),
     ):
         max_turns = _positive_int("max_turns", max_turns)
         max_action_chars = _positive_int("max_action_chars", max_action_chars)
@@ -79,6 +82,7 @@ class ToolEnv(gym.Env[str, str]):
             from toolgym.tools.remote import remote_tools
 
             tools = remote_tools(tools, tool_server)
+        tools = [*tools, *extra_tools]
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")

@@ -434,18 +434,25 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> ToolServerConfig:
+def tool_options_from_args(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``--tool-option TOOL.KEY=VALUE`` items as ``{tool: {key: value}}`` (values read as JSON)."""
     from toolgym.core.kwargs import parse_kwargs
 
     tool_options: dict[str, dict[str, Any]] = {}
-    for item in args.tool_option:
+    for item in items:
         name, dot, rest = item.partition(".")
         if not dot:
             raise ValueError(f"--tool-option takes TOOL.KEY=VALUE (e.g. python.timeout=5), got {item!r}")
         tool_options.setdefault(name, {}).update(parse_kwargs([rest]))
+    return tool_options
+
+
+def config_from_args(args: argparse.Namespace) -> ToolServerConfig:
+    from toolgym.core.kwargs import parse_kwargs
+
     return ToolServerConfig(
         tools=[t.strip() for t in args.tools.split(",") if t.strip()],
-        tool_options=tool_options,
+        tool_options=tool_options_from_args(args.tool_option),
         action_format=args.action_format,
         parser_options=parse_kwargs(args.parser_option),
         max_action_chars=args.max_action_chars,

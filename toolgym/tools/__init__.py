@@ -2,5 +2,16 @@
 
 from toolgym.tools import bash, calculator, python, search
 from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool
+from toolgym.tools.mcp import mcp_tools
 
-__all__ = ["TOOLS", "Tool", "bash", "calculator", "make_tool", "python", "register_tool", "search"]
+__all__ = [
+    "TOOLS",
+    "Tool",
+    "bash",
+    "calculator",
+    "make_tool",
+    "mcp_tools",
+    "python",
+    "register_tool",
+    "search",
+]
