@@ -169,6 +169,23 @@ def test_an_eval_report_opens_with_its_trajectories(renderer, tmp_path):
     assert 'id="tasks"' in (tmp_path / "bare.html").read_text()
 
 
+def test_toolgym_eval_names_its_trajectories_in_the_report(renderer, tmp_path, monkeypatch, capsys):
+    """``toolgym eval --out R --trajectories T`` records T in R, so ``toolgym view R`` shows the episodes
+    (the evaluation itself is stood in for: its own tests are tests/rollout/test_rollout_commands.py)."""
+    from toolgym.cli import rollout as rollout_cli
+
+    trajs = [play(renderer, CALL_THEN_ANSWER, seed=s) for s in (0, 1)]
+    write_jsonl(tmp_path / "t.jsonl", trajs)
+    monkeypatch.setattr(rollout_cli, "_run_with_client", lambda args, work: score(ENV, trajs, k=1))
+    monkeypatch.chdir(tmp_path)
+    args = ["eval", "--env", ENV, "--model", "tiny", "--out", "report.json", "--trajectories", "t.jsonl"]
+    assert main(args) == 0
+    assert main(["view", "report.json"]) == 0  # the page goes next to the report
+    assert capsys.readouterr().out.strip().endswith("2 episodes (eval) -> report.json.html")
+    rows = _Elements((tmp_path / "report.json.html").read_text()).having("tr", "episode-row")
+    assert len(rows) == 2
+
+
 def test_a_dump_directory_opens_with_steps_and_the_step_plot(renderer, tmp_path):
     dump = EpisodeDump(
         DumpSettings(directory=str(tmp_path / "episodes"), every=2, episodes=1), trainer="test"

@@ -7,6 +7,9 @@ from pathlib import Path
 
 from toolgym.core.kwargs import positive_int
 
+#: a self-contained page past this size is slow to open: the command suggests the server
+LARGE_PAGE_MB = 50
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -42,6 +45,9 @@ def cmd_view(args: argparse.Namespace) -> int:
         for note in loaded.notes:
             print(f"note: {note}")
         print(f"{len(loaded.episodes)} episodes ({loaded.kind}) -> {out}")
+        megabytes = out.stat().st_size / 2**20
+        if megabytes > LARGE_PAGE_MB:
+            print(f"note: the page is {megabytes:.0f} MB; --port serves the file one episode at a time")
         return 0
 
     from toolgym.viewer.serve import make_server
