@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import marshal
 import threading
 from typing import Any, ClassVar
 
@@ -62,11 +63,20 @@ TERMINAL_LIMITS = Limits(
 SHELL_DRIVER = r'''
 import base64 as _b64, json as _json, os as _os, select as _select, subprocess as _sp, time as _time
 
+_tg_guarded = []
+
 def _tg_guard():
+    """Once per process (both settings last): refuse what a failed step would silently weaken."""
+    if _tg_guarded:
+        return
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(4, 0, 0, 0, 0)   # PR_SET_DUMPABLE 0: same-uid commands cannot open /proc/<this>/fd or mem
-    libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans (daemons) become our children
+    # PR_SET_DUMPABLE 0: same-uid commands cannot open /proc/<this>/fd or mem
+    # PR_SET_CHILD_SUBREAPER: orphans (daemons) become our children, so _tg_kill_all finds them
+    for option, value, what in ((4, 0, "PR_SET_DUMPABLE"), (36, 1, "PR_SET_CHILD_SUBREAPER")):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
+    _tg_guarded.append(True)
 
 def _tg_kill_all():
     """Kill every process the commands started, then reap them."""
@@ -198,8 +208,14 @@ def _tg_chunk(start, size):
     print(_tg_snap[start : start + size])
 '''
 
-# A session compiles the driver once (its first call, or the first after a restart), not on every call.
-_DEFINE = f"if '_tg_snapshot' not in globals():\n    exec({SHELL_DRIVER!r})"
+# A session defines the driver once (its first call, or the first after a restart) from code compiled here,
+# once per process: the sandbox runs this same interpreter, and unmarshalling costs far less than compiling.
+_DRIVER_CODE = base64.b64encode(marshal.dumps(compile(SHELL_DRIVER, "<bash-driver>", "exec"))).decode()
+_DEFINE = (
+    "if '_tg_snapshot' not in globals():\n"
+    "    import marshal as _tg_m, base64 as _tg_b\n"
+    f"    exec(_tg_m.loads(_tg_b.b64decode({_DRIVER_CODE!r})))"
+)
 
 
 class Workspace:
