@@ -16,10 +16,11 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
-import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,30 +68,25 @@ class Browser:
     """Headless Chromium with one page, driven over the DevTools protocol (a websocket per page)."""
 
     def __init__(self, profile: Path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
-        args += [f"--remote-debugging-port={port}", f"--user-data-dir={profile}", "--window-size=1400,1000"]
+        args += ["--remote-debugging-port=0", f"--user-data-dir={profile}", "--window-size=1400,1000"]
         self.proc = subprocess.Popen(
-            [*args, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [*args, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
-        self.ids = itertools.count(1)
-        targets = self._targets(port)
+        for line in self.proc.stderr:  # Chromium prints its DevTools address once it listens
+            found = re.search(r"DevTools listening on ws://([\w.]+:\d+)/", line)
+            if found:
+                break
+        else:
+            raise RuntimeError(f"chromium exited ({self.proc.wait()}) before its DevTools port opened")
+        # the rest of its log is drained, so that a full pipe never blocks it
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+        page = httpx.put(f"http://{found.group(1)}/json/new?about:blank").json()  # a page of our own
         from websockets.sync.client import connect
 
-        page = next(t for t in targets if t["type"] == "page")
+        self.ids = itertools.count(1)
         self.stack = contextlib.ExitStack()
         self.ws = self.stack.enter_context(connect(page["webSocketDebuggerUrl"], max_size=None))
-
-    def _targets(self, port: int) -> list[dict]:
-        for _ in range(300):  # Chromium opens its port a moment after it starts
-            with contextlib.suppress(httpx.HTTPError):
-                return httpx.get(f"http://127.0.0.1:{port}/json/list").json()
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"chromium exited with {self.proc.returncode}")
-            time.sleep(0.1)
-        raise RuntimeError("chromium's DevTools port never answered")
 
     def call(self, method: str, **params) -> dict:
         sent = next(self.ids)
@@ -107,12 +103,11 @@ class Browser:
         return result["result"].get("value")
 
     def open(self, url: str) -> None:
+        """Load ``url`` and wait until the page's script ran (it fills in the count of rows shown)."""
         self.call("Page.enable")
         self.call("Page.navigate", url=url)
-        while (
-            self.js("document.readyState") != "complete"
-            or self.js("!!document.getElementById('shown')") is False
-        ):
+        ran = "document.readyState === 'complete' && !!document.getElementById('shown')?.textContent"
+        while not self.js(ran):
             time.sleep(0.05)
 
     def screenshot(self, path: Path) -> None:
@@ -202,3 +197,31 @@ def test_the_page_of_a_real_rollout_renders_episodes_tokens_and_plots(page_file,
     assert (tmp_path / "viewer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("TOOLGYM_VIEWER_SCREENSHOT"):  # docs/viewer.md's picture: make it with this test
         shutil.copy(tmp_path / "viewer-tokens.png", os.environ["TOOLGYM_VIEWER_SCREENSHOT"])
+
+
+def test_the_server_mode_fetches_an_episode_when_it_is_chosen(page_file, browser):
+    """``toolgym view FILE --port P``: the index has no episode inline; choosing one fetches its detail."""
+    from toolgym.viewer import load, token_decoder
+    from toolgym.viewer.serve import make_server
+
+    html, trajectories = page_file
+    loaded = load(html.with_name("r.jsonl"))
+    decode, why = token_decoder(loaded)
+    assert why is None
+    server = make_server(loaded, decode, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.open(f"http://127.0.0.1:{server.server_address[1]}/#episode-2:tokens")
+        fetched = "document.querySelector('.detail .episode')?.dataset.index"
+        while browser.js(fetched) is None:  # the detail arrives after the page loaded
+            time.sleep(0.05)
+        assert browser.js(fetched) == "2"
+        shown = browser.js(
+            f"(() => {{ const vis = {VISIBLE}; const d = document.querySelector('.detail');"
+            " return {tokens: vis(d.querySelector('.view.tokens')),"
+            " model: d.querySelectorAll('.view.tokens span.t.model[title]').length}; })()"
+        )
+        assert shown == {"tokens": True, "model": sum(trajectories[2]["response_mask"])}
+    finally:
+        server.shutdown()
+        server.server_close()
