@@ -262,3 +262,16 @@ def test_the_server_serves_the_index_and_episodes_on_demand(renderer, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_without_matplotlib_the_page_has_everything_but_the_plots(renderer, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "toolgym.viewer.plots", raising=False)
+    loaded = write_report(
+        write_jsonl(tmp_path / "r.jsonl", [play(renderer, CALL_THEN_ANSWER)]), tmp_path / "r.html"
+    )
+    page = _Elements((tmp_path / "r.html").read_text())
+    assert page.having("figure", "plot") == [] and len(page.having("tr", "episode-row")) == 1
+    assert "the summary plots need matplotlib: pip install matplotlib" in loaded.notes

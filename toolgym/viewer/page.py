@@ -49,8 +49,6 @@ def episode_page(loaded: Loaded, index: int, decode: Decode | None) -> str:
 
 
 def _index(loaded: Loaded, details: list[episodes.EpisodeView] | None, decoded: bool) -> str:
-    from toolgym.viewer.plots import plots
-
     rows = [episodes.row(i, e) for i, e in enumerate(loaded.episodes)]
     return (
         _environment()
@@ -62,12 +60,26 @@ def _index(loaded: Loaded, details: list[episodes.EpisodeView] | None, decoded: 
             envs=sorted({r["env"] for r in rows}),
             stops=sorted({r["stop"] for r in rows}),
             steps=any(r["step"] is not None for r in rows),
-            plots=[(title, _markup(svg)) for title, svg in plots(rows)],
+            plots=_plots(loaded, rows),
             details=details,
             decoded=decoded,
             summary=_summary(rows),
         )
     )
+
+
+def _plots(loaded: Loaded, rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    """The summary plots; without matplotlib (not a dependency of a bare ``pip install toolgym``) the page
+    says how to get them and shows everything else."""
+    try:
+        from toolgym.viewer.plots import plots
+
+        return [(title, _markup(svg)) for title, svg in plots(rows)]
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        loaded.notes.append("the summary plots need matplotlib: pip install matplotlib")
+        return []
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
