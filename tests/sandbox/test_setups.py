@@ -316,3 +316,16 @@ def test_the_red_team_suite_in_the_setups_without_namespaces(setup):
     assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
         proc.stdout[-4000:] + proc.stderr[-2000:]
     )
+
+
+def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
+    """The bash tool's red-team suite where nothing but Landlock, seccomp and rlimits stand between the
+    commands and the trainer: no namespace, the user's own uid (no pid namespace: the descendants are found
+    by the subreaper, and a command can end its own session, which is then its failure). In the Docker-like
+    setup on a machine whose interpreter lies under /root the tool refuses instead (checked above)."""
+    args = ["tests/security/test_shell_escapes.py", *RED_TEAM[2:]]
+    proc = run_setup(pytest_args=args, user=True, install="open", block_userns=True)
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
+        proc.stdout[-4000:] + proc.stderr[-2000:]
+    )

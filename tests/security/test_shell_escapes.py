@@ -158,7 +158,9 @@ def test_raising_limits_back_fails(tool, red_limits):
     lines = res.output.splitlines()
     for flag in ("u", "n", "t", "v"):
         assert f"{flag}=1" in lines, res.output
-    assert lines.count(str(red_limits.processes)) == 2
+    soft, hard = lines[-3:-1]
+    # soft == hard; without a uid of its own the cap counts the user's other processes on top
+    assert soft == hard and int(soft) >= red_limits.processes, res.output
 
 
 def test_symlinks_out_of_the_workspace(tool, marker, tsb):
@@ -174,22 +176,30 @@ def test_symlinks_out_of_the_workspace(tool, marker, tsb):
     assert set(ws.files) == {"data.txt"}
 
 
-def test_the_session_cannot_be_killed_or_its_channel_reached(tool):
+def test_the_session_cannot_be_killed_or_its_channel_reached(tool, tsb):
+    sh(tool, "echo kept > k")
     res = sh(
         tool,
-        "kill -9 1; kill -9 $PPID; kill -STOP $PPID; kill -9 -1; "
         "ls -l /proc/$PPID/fd/ 2>&1 | head -2; echo forged > /proc/$PPID/fd/1; "
-        "cat /proc/$PPID/mem 2>&1 | head -c 80",
+        "cat /proc/$PPID/mem 2>&1 | head -c 80; kill -9 1; kill -9 $PPID; kill -STOP $PPID; kill -9 -1",
     )
-    assert res.status in ("ok", "error")
-    assert "forged" not in res.output
-    assert sh(tool, "echo alive").output == "alive\n[exit code 0]"
+    assert res.status != "infra_error" and "forged" not in res.output
+    alive = sh(tool, "cat k; echo alive")
+    if "pid_namespace" in tsb.isolation.active:  # the session is pid 1 of its namespace: signals miss it
+        assert alive.output == "kept\nalive\n[exit code 0]"
+    else:  # no pid namespace: the commands can end their own session; that is their failure, not ours
+        assert res.status == "error" and "session was stopped" in res.output
+        assert alive.status == "ok" and "No such file" in alive.output and "note:" in alive.output
 
 
-def test_filling_the_disk_and_flooding_output(tool):
+def test_filling_the_disk_and_flooding_output(tool, tsb):
     res = sh(tool, "head -c 100M /dev/zero > big; ls -la big | awk '{print $5}'; rm -f big")
     assert "File size limit exceeded" in res.output and "\n8388608\n" in res.output  # RLIMIT_FSIZE: 8 MiB
-    res = sh(tool, "for i in 1 2 3 4 5 6; do head -c 7M /dev/zero > f$i || break; done 2>&1; rm -f f*")
-    assert "No space left on device" in res.output  # the session's tmpfs: 32 MiB
+    res = sh(tool, "for i in 1 2 3 4 5 6; do head -c 7M /dev/zero > f$i || break; done 2>&1; sleep 1")
+    if "fs_view" in tsb.isolation.active:
+        assert "No space left on device" in res.output  # the session's tmpfs: 32 MiB
+    else:  # a directory on the host, watched: the session is stopped, the commands' failure
+        assert res.status == "error" and "session was stopped" in res.output
+    sh(tool, "rm -f f*")
     res = sh(tool, "yes | head -c 50M")
     assert res.status == "ok" and len(res.output) < 20_000 and "cut" in res.output

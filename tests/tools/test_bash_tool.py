@@ -11,10 +11,11 @@ import pytest
 from toolgym.core.task import Task
 from toolgym.core.types import ToolCall
 from toolgym.sandbox import IsolationReport, LocalSandbox
+from toolgym.sandbox.limits import MiB
 from toolgym.sandbox.local import wait_until
 from toolgym.sandbox.shared import TERMINAL_LINKS
 from toolgym.tools.base import make_tool
-from toolgym.tools.bash import BashTool, SnapshotError
+from toolgym.tools.bash import TERMINAL_LIMITS, BashTool, SnapshotError, WorkspaceFailure
 
 TASK = Task(id="t", prompt="", data={"files": {"notes.txt": "alpha\nbeta\n", "src/a.py": "print(1)\n"}})
 
@@ -183,3 +184,23 @@ def test_another_backend_is_refused_not_shared():
     assert res.status == "infra_error" and "local sandbox only" in res.output
     with pytest.raises(SnapshotError, match="local sandbox only"):
         tool.snapshot()
+
+
+def test_a_session_its_commands_blew_up_is_their_failure_not_ours(sb):
+    """The process tree over the session's memory limit: the fork server stops the session. The call is an
+    ``error`` (the model's), the workspace is gone, and judging it is a failure, not a verifier error."""
+    tool = BashTool(
+        sandbox=sb, timeout=20, limits=TERMINAL_LIMITS.model_copy(update={"memory_bytes": 256 * MiB})
+    )
+    tool.bind_task(TASK)
+    try:
+        sh(tool, "echo kept > k")
+        hog = "python3 -c 'import time; b = bytearray(200 * 1024 * 1024); time.sleep(20)'"
+        res = sh(tool, f"{hog} & {hog} & {hog} & wait")
+        assert res.status == "error" and "session was stopped" in res.output
+        after = sh(tool, "cat k 2>&1; cat notes.txt")  # a fresh copy of the task's files, and a note
+        assert after.status == "ok" and "note:" in after.output and "No such file" in after.output
+        with pytest.raises(WorkspaceFailure, match="the commands lost the workspace"):
+            tool.snapshot()
+    finally:
+        tool.close()

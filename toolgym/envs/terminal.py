@@ -31,7 +31,7 @@ from toolgym.envs.base import ToolEnv
 from toolgym.envs.terminal_harbor import harbor_source, run_harbor_tests
 from toolgym.envs.terminal_tasks import KINDS, LEVELS, generate_terminal_task
 from toolgym.rewards.base import Verifier
-from toolgym.tools.bash import DEFAULT_TIMEOUT, BashTool, SnapshotError, Workspace, WorkspaceTooLarge
+from toolgym.tools.bash import DEFAULT_TIMEOUT, BashTool, SnapshotError, Workspace, WorkspaceFailure
 
 SYSTEM_PROMPT = (
     "You complete tasks in a Linux shell. Run bash commands with the bash tool to look at the files and to "
@@ -113,7 +113,7 @@ class TerminalVerifier(Verifier):
             ws = self.tool.snapshot()
         except SnapshotError as exc:
             return Verdict(reward=0.0, passed=False, error=str(exc))
-        except WorkspaceTooLarge as exc:
+        except WorkspaceFailure as exc:
             return Verdict(reward=0.0, passed=False, details={"failed": [str(exc)]})
         if "harbor" in task.data:
             timeout = float(task.data["harbor"].get("verifier_timeout") or self.test_timeout)

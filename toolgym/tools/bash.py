@@ -251,9 +251,11 @@ class SnapshotError(RuntimeError):
     """The workspace could not be read back (the sandbox failed, the session was lost)."""
 
 
-class WorkspaceTooLarge(ValueError):
-    """The commands left more than ``MAX_SNAPSHOT_BYTES`` in the workspace: the model's doing, judged as a
-    failure (reward 0), never a verifier error that would keep the episode out of training."""
+class WorkspaceFailure(ValueError):
+    """The commands destroyed the workspace or left it unjudgeable: their session died of their own doing
+    (the memory or disk limit of its process tree, a command that killed it where nothing stops that), or
+    they left more than ``MAX_SNAPSHOT_BYTES``. Judged as a failure (reward 0), never a verifier error that
+    would keep the episode out of training."""
 
 
 def workspace_files(task: Task) -> dict[str, str | bytes]:
@@ -293,6 +295,7 @@ class BashTool(Tool):
         self._task: Task | None = None
         self._session: Any = None
         self._lost: str | None = None  # why this episode's workspace was lost (its session restarted)
+        self._lost_infra = False  # ... through the sandbox's doing (else the commands')
         self._lock = threading.Lock()
 
     @property
@@ -315,7 +318,7 @@ class BashTool(Tool):
 
     def _close_session(self) -> None:
         with self._lock:
-            sess, self._session, self._lost = self._session, None, None
+            sess, self._session, self._lost, self._lost_infra = self._session, None, None, False
         if sess is not None:
             sess.close()
 
@@ -388,14 +391,25 @@ class BashTool(Tool):
         why = self.workspace_paths()
         return ToolResult(name=self.name, status="infra_error", output=f"[sandbox error: {why}]")
 
+    def _note_loss(self, why: str, infra: bool) -> None:
+        if self._lost is None or infra:
+            self._lost, self._lost_infra = why, infra
+
     def _result(self, res: ExecResult) -> ToolResult:
         if res.session_reset:
-            self._lost = res.detail or "the session restarted"
+            self._note_loss(res.detail or "the session restarted", res.infra_reset)
         meta = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
         reply = _last_json(res.stdout) if res.status == "ok" else None
+        if reply is None and res.status in _SESSION_DIED_OF_ITS_COMMANDS and not res.infra_reset:
+            # the session's process tree hit its memory or disk limit, or a command killed or stopped it
+            self._note_loss(res.detail or res.status, infra=False)
+            output = f"[the shell's session was stopped ({res.status}): {res.detail}]"
+            return ToolResult(name=self.name, status="error", output=output, metadata=meta)
         if reply is None or "start_error" in reply:
             infra = res.status == "sandbox_error" or res.infra_reset or reply is None
             why = reply["start_error"] if reply else res.detail or res.stderr[-500:] or res.status
+            if infra and res.status == "sandbox_error":
+                self._note_loss(why, infra=True)
             note = "; the workspace is lost" if res.session_reset or res.status != "ok" else ""
             return ToolResult(
                 name=self.name,
@@ -432,12 +446,14 @@ class BashTool(Tool):
         res = session.run(code, timeout=60.0)
         reply = _last_json(res.stdout) if res.status == "ok" else None
         if res.session_reset:
-            self._lost = res.detail or "the session restarted"
-        if self._lost:
+            self._note_loss(res.detail or "the session restarted", res.infra_reset)
+        if self._lost and self._lost_infra:
             raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
+        if self._lost:
+            raise WorkspaceFailure(f"the commands lost the workspace during the episode: {self._lost}")
         if reply is None or "size" not in reply:
             if reply and "too_large" in reply:
-                raise WorkspaceTooLarge(reply["too_large"])
+                raise WorkspaceFailure(reply["too_large"])
             why = res.detail or res.stderr[-300:] or res.status
             raise SnapshotError(f"could not read the workspace: {why}")
         parts = []
@@ -453,6 +469,8 @@ class BashTool(Tool):
 
 
 _EMPTY = Task(id="", prompt="")
+#: statuses of a session call whose session died of what its commands did (not the sandbox's failure)
+_SESSION_DIED_OF_ITS_COMMANDS = ("killed", "memory", "output_limit", "timeout")
 
 
 def _last_json(stdout: str) -> dict | None:
