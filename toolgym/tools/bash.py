@@ -12,7 +12,9 @@ Every call starts in the workspace (``cd`` does not carry over). At the end of a
 timeout, every process the command started is killed, background ones and daemons included (``kill(-1)``
 inside the session's own pid namespace, or its descendants, made its children by ``PR_SET_CHILD_SUBREAPER``,
 where there is no pid namespace), so nothing outlives the call; a timeout is an ``error`` result and the
-workspace stays for the next call. A failure of the sandbox is ``infra_error``, as for the python tool.
+workspace stays for the next call. A failure of the sandbox is ``infra_error``, as for the python tool; a
+session its own commands ended (its process tree past the memory or disk limit, or killed by a command where
+there is no pid namespace) is an ``error``, the model's: the next call starts from a fresh copy with a note.
 
 ``snapshot()`` reads the final workspace back (files, modes, symlinks as links, never followed) for a
 verifier that judges it in the trainer's process, after the episode: nothing a command does can run there.
@@ -437,7 +439,9 @@ class BashTool(Tool):
     # -- the final workspace
 
     def snapshot(self) -> Workspace:
-        """The episode's workspace as it is now (raises ``SnapshotError`` when it cannot be read)."""
+        """The episode's workspace as it is now. ``SnapshotError``: it cannot be read, or was lost through the
+        sandbox's doing (a verifier error); ``WorkspaceFailure``: the commands lost it or left it too large (a
+        failure of the episode)."""
         paths = self.workspace_paths()
         if isinstance(paths, str):
             raise SnapshotError(paths)
