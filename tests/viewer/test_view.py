@@ -123,6 +123,11 @@ def test_a_template_that_re_renders_turns_gets_the_re_tokenisation_warning(rende
     assert "1 re-tokenisation warnings" in "".join(page.text)
     view = build(0, loaded.episodes[0], None)
     assert view.warnings[0].startswith("Re-tokenisation") and "Not trained on" in view.warnings[-1]
+    # what the model generated before the failure is kept, all of it under mask 0
+    assert [p.label for p in view.segments[1:]] == [
+        "response (mask 0: the episode failed, none of it is trained on)"
+    ]
+    assert len(view.segments[1].tokens) == len(traj.response_ids) > 0
 
 
 class _StrippingTokenizer:
@@ -196,6 +201,9 @@ def test_a_dump_directory_opens_with_steps_and_the_step_plot(renderer, tmp_path)
     loaded = load(tmp_path / "episodes")
     assert loaded.kind == "dump" and [e.step for e in loaded.episodes] == [0, 2, 4]
     assert [e.trained for e in loaded.episodes] == [True, True, False]
+    labels = [build(i, e, None).segments[1].label for i, e in enumerate(loaded.episodes)]
+    assert labels[0] == "model turn 1 (mask 1: trained on)"
+    assert labels[2] == "model turn 1 (mask 1: generated; this episode is not trained on)"
     write_report(tmp_path / "episodes", tmp_path / "d.html")
     assert "<h3>Reward by step</h3>" in (tmp_path / "d.html").read_text()
 

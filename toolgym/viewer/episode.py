@@ -160,16 +160,21 @@ def segments(episode: Episode, decode: Any | None) -> list[Segment]:
     def text(position: int, token_id: int) -> str:
         return texts[position] if texts is not None else f"[{token_id}]"
 
+    trained = t.trainable if episode.trained is None else episode.trained
+    failed = t.error is not None and not any(t.response_mask)  # the runner zeroed the whole mask
     out = [Segment("prompt", "prompt", [Token(text(i, tid), tid) for i, tid in enumerate(t.prompt_ids)])]
     offset, model_turns, others = len(t.prompt_ids), 0, 0
     logprobs = t.logprobs
     for i, tid in enumerate(t.response_ids):
         mask = t.response_mask[i] if i < len(t.response_mask) else 0
         kind = "model" if mask else "template"
-        if out[-1].kind != kind or out[-1].kind == "prompt":
+        if out[-1].kind != kind:
             if kind == "model":
                 model_turns += 1
-                label = f"model turn {model_turns} (mask 1: trained on)"
+                used = "trained on" if trained else "generated; this episode is not trained on"
+                label = f"model turn {model_turns} (mask 1: {used})"
+            elif failed:
+                label = "response (mask 0: the episode failed, none of it is trained on)"
             else:
                 others += 1
                 label = f"template / observation {others} (mask 0)"
