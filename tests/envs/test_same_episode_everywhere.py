@@ -29,6 +29,13 @@ import toolgym
 from toolgym.core.types import ToolCall
 from toolgym.testing.scripted import oracle_script, script_texts
 
+# a result without its timings (metadata keys ending in _s, such as the sandbox's wait_s): how long a call
+# waited depends on the machine's load, not on the seed
+def untimed(result):
+    meta = {k: v for k, v in (result.get("metadata") or {}).items() if not k.endswith("_s")}
+    return {**result, "metadata": meta}
+
+
 out = {}
 for env_id in json.loads(sys.argv[1]):
     try:
@@ -45,7 +52,9 @@ for env_id in json.loads(sys.argv[1]):
             "messages": info["messages"],
             "tools": info["tools"],
             "observations": [step[0] for step in steps],
-            "tool_results": [r.model_dump(mode="json") for step in steps for r in step[4]["tool_results"]],
+            "tool_results": [
+                untimed(r.model_dump(mode="json")) for step in steps for r in step[4]["tool_results"]
+            ],
         }
     env.close()
 print(json.dumps(out, sort_keys=True))
