@@ -20,15 +20,40 @@ installed) returns tied documents in an order that depends on the CPU's sort ker
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import bm25s
 import numpy as np
 
 from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
+
+
+def _import_bm25s() -> Any:
+    """``import bm25s`` without letting it start jax.
+
+    Where jax is installed, bm25s runs ``jax.lax.top_k`` at import time, which starts jax's default backend:
+    on a GPU host that claims most of the GPU's memory in every process that imports toolgym's search (rollout
+    workers beside vLLM and the trainer), and where jax's CUDA plugin cannot start, the import itself fails
+    (seen on an H100 host: ``RuntimeError: Unable to initialize backend 'cuda'``). toolgym ranks documents
+    itself and never uses bm25s' top-k, so bm25s is imported with jax hidden from it, unless this process
+    already imported jax (its backend is then the process's own business)."""
+    if "jax" in sys.modules:
+        import bm25s
+
+        return bm25s
+    sys.modules["jax"] = None  # type: ignore[assignment]  # `import jax.lax` -> ImportError in bm25s
+    try:
+        import bm25s
+    finally:
+        if sys.modules.get("jax", 0) is None:
+            del sys.modules["jax"]
+    return bm25s
+
+
+bm25s = _import_bm25s()
 
 _META = "toolgym_index.json"
 _FORMAT = "toolgym-bm25/1"
