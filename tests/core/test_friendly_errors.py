@@ -21,7 +21,9 @@ def test_an_unknown_name_is_a_value_error_and_still_a_key_error():
     message = str(error)
     assert not message.startswith(("'", '"'))  # not KeyError's quoted repr
     assert "'calculater'" in message and "did you mean 'calculator'?" in message
-    assert "registered tools: calculator" in message and "@register_tool" in message
+    registered = message.split("registered tools: ", 1)[1].split(";")[0].split(", ")
+    assert {"bash", "calculator", "python"} <= set(registered) and registered == sorted(registered)
+    assert "@register_tool" in message
 
 
 def test_an_unknown_action_format_names_the_formats_and_the_argument():

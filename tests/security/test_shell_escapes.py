@@ -130,15 +130,19 @@ def test_fork_bomb(tool, red_limits):
 
 
 def test_background_processes_do_not_outlive_the_call(tool, tsb):
+    # durations no other process on the machine sleeps: without a pid namespace pgrep sees every process of
+    # the host (other tests' sleeps included), so the count must name this test's own
+    base = 30_000 + os.getpid() % 60_000
     res = sh(
         tool,
-        "sleep 300 & disown; (setsid sleep 301 &); nohup sleep 302 >/dev/null 2>&1 & "
-        "( trap '' TERM HUP; exec sleep 303 ) & "
+        f"sleep {base}0 & disown; (setsid sleep {base}1 &); nohup sleep {base}2 >/dev/null 2>&1 & "
+        f"( trap '' TERM HUP; exec sleep {base}3 ) & "
         "python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-        "        time.sleep(300)' ; echo started",
+        f"        time.sleep({base}4)' ; echo started",
     )
     assert res.output == "started\n[exit code 0]"
-    assert sh(tool, "pgrep -c sleep; pgrep -fc 'time.sleep'").output.startswith("0\n0\n")
+    counts = sh(tool, f"pgrep -fc 'sleep {base}[0-3]'; pgrep -fc 'time[.]sleep[(]{base}4'").output
+    assert counts.startswith("0\n0\n"), counts
     (session,) = tsb.session_pids()
     assert _descendants(session) == []
 

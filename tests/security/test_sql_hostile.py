@@ -89,6 +89,11 @@ def hostile_queries(marker: str, root) -> list[str]:
     ]
 
 
+#: memory bombs the SQLite library itself bounds, differently by version: 3.40 refuses this width ("string or
+#: blob too big"), the newer SQLite of the lent GPU hosts' image returns NULL; neither builds the string
+BOUNDED_BY_SQLITE = frozenset({"SELECT printf('%.*c', 2000000000, 'x')"})
+
+
 def _unchanged(victim):
     _, path, digest = victim
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
@@ -108,6 +113,10 @@ def test_hostile_queries_from_the_tool_are_errors_and_change_nothing(victim, mar
             assert len(query) > 100_000 and "characters long; the limit is" in obs, (query[:50], obs)
             continue
         (result,) = info["tool_results"]
+        if query in BOUNDED_BY_SQLITE and result.status == "ok":  # no 2 GB string either way
+            assert len(obs) < 1_000 and "NULL" in obs and not (terminated or truncated), (query, obs)
+            _unchanged(victim)
+            continue
         assert result.status == "error", (query, result)  # the model's mistake, never infrastructure
         assert obs.startswith("<output>\nError: ") and not (terminated or truncated), (query, obs)
         _unchanged(victim)
