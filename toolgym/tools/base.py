@@ -122,11 +122,7 @@ class Tool(ABC):
 
     def validate(self, call: ToolCall | dict[str, Any] | str) -> BaseModel:
         """Turn what the model sent into ``Args``; raises ``ValueError`` with a message the model can read."""
-        arguments: Any = call.arguments if isinstance(call, ToolCall) else call
-        if isinstance(arguments, str):
-            arguments = self._from_text(arguments)
-        if not isinstance(arguments, dict):
-            raise ValueError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
+        arguments = self.arguments_object(call)
         try:
             return self.Args.model_validate(arguments)
         except ValidationError as exc:
@@ -134,6 +130,16 @@ class Tool(ABC):
                 f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}" for err in exc.errors()
             )
             raise ValueError(f"{self.name}: invalid arguments ({problems})") from None
+
+    def arguments_object(self, call: ToolCall | dict[str, Any] | str) -> dict[str, Any]:
+        """What the model sent as a JSON object (a text body fills ``primary_arg``); ``ValueError`` for
+        anything else. ``validate`` then checks it against the tool's arguments."""
+        arguments: Any = call.arguments if isinstance(call, ToolCall) else call
+        if isinstance(arguments, str):
+            arguments = self._from_text(arguments)
+        if not isinstance(arguments, dict):
+            raise ValueError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
+        return arguments
 
     def _from_text(self, text: str) -> dict[str, Any]:
         stripped = text.strip()

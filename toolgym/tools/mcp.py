@@ -232,11 +232,8 @@ class MCPTool(Tool):
         return self._schema
 
     def validate(self, call: ToolCall | dict[str, Any] | str) -> BaseModel:
-        arguments: Any = call.arguments if isinstance(call, ToolCall) else call
-        if isinstance(arguments, str):
-            arguments = self._from_text(arguments)
-        if not isinstance(arguments, dict):
-            raise ValueError(f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}")
+        """The arguments, checked against the server's JSON schema (jsonschema) before anything is sent."""
+        arguments = self.arguments_object(call)
         problems = [_problem(e) for e in self._schema_validator().iter_errors(arguments)]
         if problems:
             raise ValueError(f"{self.name}: invalid arguments ({'; '.join(sorted(problems))})")
