@@ -8,10 +8,10 @@ case would not see:
 - **an interpreter under a 0700 directory**: the base Python bound into a ``0700`` tmpfs and a venv made
   from it there, then the Docker-like capabilities (so this holds on a machine whose Python is in /usr);
 - **a cluster user with user namespaces**, and **one without** (refused by a seccomp filter, as in a pod):
-  uid 65534 running a venv of its own made from a base Python that user can read (where this machine's
-  Python, packages or checkout lie under a 0700 directory such as ``/root`` or a ``mktemp -d`` clone, just
-  those paths are made readable, at their own place: nothing else of that directory and nothing of the
-  sandbox's view);
+  a uid of its own (``USER_UID``) running a venv of its own made from a base Python that user can read
+  (where this machine's Python, packages or checkout lie under a 0700 directory such as ``/root`` or a
+  ``mktemp -d`` clone, just those paths are made readable, at their own place: nothing else of that
+  directory and nothing of the sandbox's view);
 - **a venv reached through a symlink** (``link -> .venv``), with every layer.
 
 Each runs the containment battery (no write outside the run's dir, no host secret, no signal to the
@@ -40,6 +40,10 @@ DOCKER_CAPS = (
     "+sys_chroot,+mknod,+audit_write,+setfcap"
 )
 SETPRIV = ["setpriv", "--inh-caps=-all", f"--bounding-set={DOCKER_CAPS}"]
+#: the simulated cluster user: a uid of this test process's own, not 65534 shared with every other run. Its
+#: process cap (RLIMIT_NPROC) counts every process of that uid on the machine: where two suites run side by
+#: side (CI's core suites on two Pythons), one's fork bomb would otherwise starve the other's sessions
+USER_UID = 60_000 + os.getpid() % 5_000
 
 # Root, fresh process: optionally mount a Python install somewhere (mode 0755 or 0700) and make a venv of
 # it that sees this project's packages, then become the target user / capability set and exec the probe.
@@ -93,7 +97,7 @@ HELPER = textwrap.dedent(
     if cfg.get("user"):
         os.setgroups([])
         os.setresgid(65534, 65534, 65534)
-        os.setresuid(65534, 65534, 65534)
+        os.setresuid(cfg["user"], cfg["user"], cfg["user"])
     if cfg["args"].get("block_userns"):  # what a pod's seccomp profile does to unshare(CLONE_NEWUSER)
         import errno, pyseccomp as sc  # (a filter survives exec: the probe or pytest runs under it)
         flt = sc.SyscallFilter(sc.ALLOW)
@@ -195,7 +199,7 @@ def run_setup(*, docker=False, install=None, user=False, python=None, pytest_arg
         "base_exe": os.path.realpath(sys.executable),
         "site_paths": [*site, str(PROJECT)],
         "pth": pth,
-        "user": user,
+        "user": USER_UID if user else None,
         "docker": docker,
         "setpriv": SETPRIV,
         "secret": SECRET,
@@ -262,13 +266,13 @@ def test_interpreter_under_a_0700_directory_in_a_container():
 
 def test_cluster_user_with_user_namespaces():
     out = run_setup(user=True, install="open")
-    assert out["uid"] == 65534 and out["mode"] == "userns" and out["missing"] == []
+    assert out["uid"] == USER_UID and out["mode"] == "userns" and out["missing"] == []
     assert_contained_and_honest(out)
 
 
 def test_cluster_user_without_user_namespaces():
     out = run_setup(user=True, install="open", block_userns=True)
-    assert out["uid"] == 65534 and out["mode"] == "plain"
+    assert out["uid"] == USER_UID and out["mode"] == "plain"
     assert "fs_view" in out["missing"] and "landlock" in out["active"]
     assert_contained_and_honest(out)
 
