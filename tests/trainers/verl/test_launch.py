@@ -285,3 +285,18 @@ def test_dump_every_puts_the_episode_dump_in_the_run_dir(tmp_path):
     assert plan.agent_loop_path == (tmp_path / "run" / "agent_loops.yaml").resolve()
     plain = launch.plan_run(load_train_config(_write(tmp_path, text.split("dump_every")[0])), tmp_path / "r")
     assert plain.agent_loop_kwargs == {}
+
+
+def test_gpu_runs_checkpoint_by_default_and_cpu_runs_do_not(tmp_path, capsys):
+    """A crash at hour ten must not lose a GPU run: it checkpoints every 50 steps unless told otherwise,
+    and verl (resume_mode auto) resumes from the newest checkpoint when the same command runs again."""
+    from toolgym.trainers.verl_adapter.config import GPU_SAVE_FREQ
+
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(EXAMPLES / "math.yaml"), "--dry-run", "--out", str(out)]) == 0
+    overrides = _command_overrides(capsys.readouterr().out)
+    assert f"trainer.save_freq={GPU_SAVE_FREQ}" in overrides
+    assert f"trainer.default_local_dir={out / 'checkpoints'}" in overrides
+    assert "trainer.resume_mode" not in {launch.override_key(o) for o in overrides}  # verl's auto stays
+    assert main(["train", "--config", str(EXAMPLES / "tiny-cpu.yaml"), "--dry-run", "--out", str(out)]) == 0
+    assert "trainer.save_freq=-1" in _command_overrides(capsys.readouterr().out)

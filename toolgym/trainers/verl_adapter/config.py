@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 Logger = Literal["console", "wandb", "tensorboard"]
 AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
+#: the default checkpoint interval of a GPU run (steps)
+GPU_SAVE_FREQ = 50
 
 
 class EnvSpec(BaseModel):
@@ -106,14 +108,22 @@ class TrainConfig(BaseModel):
     experiment: str | None = None
     #: default: ``<run dir>/checkpoints``
     checkpoint_dir: str | None = None
-    #: save a checkpoint every N steps (-1: never)
-    save_freq: int = -1
+    #: save a checkpoint every N steps (-1: never); default: every 50 steps on GPUs (verl resumes from the
+    #: newest checkpoint in ``checkpoint_dir`` when the same command runs again), never on CPU (test runs)
+    save_freq: int | None = None
     #: validate every N steps (-1: never)
     test_freq: int = 10
     val_before_train: bool = True
 
     #: anything else, as verl Hydra overrides (``key=value``, ``+key=value``); they win over toolgym's
     verl_overrides: list[str] = Field(default_factory=list)
+
+    @property
+    def checkpoint_every(self) -> int:
+        """``save_freq``, or its default for the device: a crash at hour ten of a GPU run must not lose it."""
+        if self.save_freq is not None:
+            return self.save_freq
+        return GPU_SAVE_FREQ if self.device == "gpu" else -1
 
     @field_validator("logger", mode="before")
     @classmethod

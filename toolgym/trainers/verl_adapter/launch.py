@@ -151,7 +151,7 @@ def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
         "trainer.experiment_name": cfg.experiment or "toolgym",
         "trainer.default_local_dir": str(checkpoints),
         "trainer.total_epochs": cfg.epochs,
-        "trainer.save_freq": cfg.save_freq,
+        "trainer.save_freq": cfg.checkpoint_every,
         "trainer.test_freq": cfg.test_freq,
         "trainer.val_before_train": cfg.val_before_train,
         "trainer.critic_warmup": 0,
