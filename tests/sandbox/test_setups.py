@@ -92,7 +92,9 @@ HELPER = textwrap.dedent(
         python = "/mnt/venv/bin/python"
     argv = [python, "-c", cfg["probe"], json.dumps(cfg["args"])]
     if cfg.get("pytest"):  # the red-team suite itself, run in this setup
-        argv = [python, "-m", "pytest", *cfg["pytest"]]
+        # a temp root of this run's own: pytest's default (/tmp/pytest-of-<user>) is "pytest-of-unknown" for a
+        # uid without a name, shared by every such uid on the machine, and pytest refuses one it does not own
+        argv = [python, "-m", "pytest", f"--basetemp=/tmp/toolgym-setup-{os.getpid()}", *cfg["pytest"]]
         os.chdir(cfg["project"])
     if cfg.get("user"):
         os.setgroups([])
