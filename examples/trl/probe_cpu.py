@@ -1,6 +1,6 @@
 """GRPO with TRL on CPU from random weights: the tiny offline model learns toolgym-debug/Probe-v0 in seconds.
 
-Probe-v0 (``toolgym.trainers.trl_adapter.probe``): the first turn calls a tool, the second answers, and the
+Probe-v0 (``toolgym.testing.probe``): the first turn calls a tool, the second answers, and the
 answer scores 1.0 when it starts with "s" or "t" (about a tenth of a random model's answers do). The reward
 table rises from ~0.1 to ~1.0 within about 20 steps. With ``--invert-mask`` the loss is put on the
 observation tokens instead of the generated ones (the bug toolgym's ``env_mask`` prevents): the same run
@@ -33,9 +33,9 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from toolgym.testing import tiny_model_path
+    from toolgym.testing.probe import ENV_ENTRY
     from toolgym.trainers.trl_adapter import env_reward, make_rollout_func, prompt_dataset
     from toolgym.trainers.trl_adapter.launch import reward_table
-    from toolgym.trainers.trl_adapter.probe import ENV_ENTRY
 
     model = str(tiny_model_path())  # built locally: a Qwen2-architecture model with random weights
     rollout = make_rollout_func(ENV_ENTRY, max_tokens_per_turn=1)  # one token per turn

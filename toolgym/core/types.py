@@ -192,4 +192,5 @@ class Trajectory(BaseModel):
             "infra_errors": float(self.infra_errors),
             "wait_s": float(self.wait_s),
             "error": float(self.error is not None),
+            "verifier_error": float(bool(self.verdict is not None and self.verdict.error)),
         }

@@ -1,5 +1,7 @@
 """What env authors, tests, examples and benchmarks share: the env check kit (``check_toolenv``,
-``env_check_tests``), the tiny offline model builder, scripted policies, fakes."""
+``env_check_tests``), the tiny offline model builder, scripted policies, fakes, and ``probe``
+(``toolgym-debug/Probe-v0``, the env a model with random weights learns in a few steps: every trainer
+adapter's learning test uses it)."""
 
 from toolgym.testing.chat_template import CHAT_TEMPLATE
 from toolgym.testing.check import CHECKS, CheckResult, EnvCheckError, EnvCheckReport, check_toolenv

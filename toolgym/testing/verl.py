@@ -15,6 +15,10 @@ would hand it. Importing this module imports verl.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +28,7 @@ from uuid import uuid4
 from verl.workers.rollout.replica import TokenOutput
 
 from toolgym.rollout.clients.base import LLMClient, Sampling
+from toolgym.trainers.verl_adapter.agent_loop import ToolgymAgentLoop
 
 
 class _Recording:
@@ -166,3 +171,45 @@ def dataset_batch(parquet: str | Path, config: Any, tokenizer: Any, group_size: 
 
 
 __all__ = ["ClientServerStandIn", "VLLMServerStandIn", "agent_loop_worker", "dataset_batch", "verl_config"]
+
+
+class InvertedMaskAgentLoop(ToolgymAgentLoop):
+    """toolgym's agent loop with the loss mask inverted: 1 on the observation and template tokens, 0 on the
+    generated ones. A control for learning checks, never for training: with it, a run that learns must learn
+    nothing (``benchmarks/bench_verl_learning.py``). Selected by its ``_target_`` in the agent-loop YAML
+    (``INVERTED_MASK_AGENT_LOOP``)."""
+
+    def _output(self, traj: Any, client: Any) -> Any:
+        out = super()._output(traj, client)
+        out.response_mask = [1 - m for m in out.response_mask]
+        return out
+
+
+#: the agent-loop ``_target_`` of the inverted-mask control
+INVERTED_MASK_AGENT_LOOP = f"{__name__}.{InvertedMaskAgentLoop.__qualname__}"
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every process in session ``sid`` (a ``toolgym train`` started with ``start_new_session=True``)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # field 6 of stat, after pid and (comm): state ppid pgrp session
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def end_session(sid: int) -> None:
+    """End what a verl run left in its session: Ray's workers and vLLM's engine run in process groups of
+    their own, but in the run's session. SIGTERM, then SIGKILL for what is left 5 s later."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = session_pids(sid)
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        time.sleep(5)

@@ -10,8 +10,8 @@ that kind (or rewards reaching the wrong samples) fails this test instead of pas
 
 import pytest
 
+from toolgym.testing.probe import ENV_ENTRY
 from toolgym.trainers.trl_adapter import make_rollout_func, prompt_dataset
-from toolgym.trainers.trl_adapter.probe import ENV_ENTRY
 
 MAX_STEPS = 30
 

@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from toolgym.trainers.verl_adapter import COMPAT_MODULE, verl_modules_env
+from toolgym.trainers.verl_adapter import COMPAT_MODULE, METRICS_MODULE, verl_modules_env
 
 PROBE = (
     "import verl\nfrom verl.models.transformers import monkey_patch\nprint(monkey_patch.is_trl_available())\n"
@@ -28,4 +28,5 @@ def test_verl_would_import_trls_removed_value_head_class_without_the_compat_modu
 
 def test_modules_env_keeps_what_the_user_set_and_names_each_module_once(monkeypatch):
     monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", f"mine.plugin,{COMPAT_MODULE}")
-    assert verl_modules_env("x.y") == {"VERL_USE_EXTERNAL_MODULES": f"mine.plugin,{COMPAT_MODULE},x.y"}
+    names = f"mine.plugin,{COMPAT_MODULE},{METRICS_MODULE},x.y"
+    assert verl_modules_env("x.y") == {"VERL_USE_EXTERNAL_MODULES": names}

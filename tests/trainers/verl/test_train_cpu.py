@@ -20,10 +20,8 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -31,46 +29,23 @@ import torch
 from safetensors.torch import load_file
 
 from toolgym.testing import tiny_model_path
+from toolgym.testing.verl import end_session
 from toolgym.trainers.verl_adapter.cpu import cpu_env
+from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
 TIMEOUT_S = 900  # ~5 minutes on 2 idle cores; verl hangs instead of exiting on some failures
-LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "wait_s", "error"}
-_METRIC = re.compile(r"([\w/@.\-]+):(?:np\.\w+\()?(-?[\d.]+(?:e[-+]?\d+)?|nan|inf)\)?")
-
-
-def _step_metrics(log: str) -> dict[int, dict[str, float]]:
-    """verl's console logger: one ``step:N - key:value - ...`` line per step."""
-    steps = {}
-    for line in log.splitlines():
-        match = re.search(r"step:(\d+) - (.*)", line)
-        if match:
-            steps[int(match[1])] = {k: float(v) for k, v in _METRIC.findall(match[2])}
-    return steps
-
-
-def _session_pids(sid: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:  # field 6 of stat, after pid and (comm): state ppid pgrp session
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def _end_session(sid: int) -> None:
-    """Ray's workers and vLLM's engine run in their own process groups, but in the run's session."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _session_pids(sid)
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
-        time.sleep(5)
+LOOP_KEYS = {
+    "passed",
+    "trainable",
+    "turns",
+    "tool_calls",
+    "tool_errors",
+    "infra_errors",
+    "wait_s",
+    "error",
+    "verifier_error",
+}
 
 
 def _open_files() -> set[str]:
@@ -119,11 +94,11 @@ def cpu_run(tmp_path_factory):
     try:
         log, _ = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        _end_session(proc.pid)
+        end_session(proc.pid)
         log, _ = proc.communicate()
         pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
     finally:
-        _end_session(proc.pid)
+        end_session(proc.pid)
         _remove_leaked_shm(shm_before)
     assert proc.returncode == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"
     return out, log
@@ -132,7 +107,7 @@ def cpu_run(tmp_path_factory):
 @pytest.mark.slow
 def test_two_grpo_steps_run_and_the_synced_policy_moves(cpu_run):
     out, log = cpu_run
-    steps = _step_metrics(log)
+    steps = step_metrics(log)
     assert sorted(steps) == [1, 2], log[-4000:]
     first, second = steps[1], steps[2]
     assert first["training/rollout_probs_diff_mean"] < 1e-4  # the first sync replaced vLLM's dummy weights
@@ -158,7 +133,7 @@ def test_two_grpo_steps_run_and_the_synced_policy_moves(cpu_run):
 @pytest.mark.slow
 def test_the_rollouts_came_from_toolgyms_agent_loop(cpu_run):
     out, log = cpu_run
-    for step, metrics in _step_metrics(log).items():
+    for step, metrics in step_metrics(log).items():
         assert metrics["num_turns/min"] >= 3  # multi-turn episodes (verl's single-turn loop gives 2)
         rows = [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
         assert len(rows) == 2 * 2  # train_batch_size x group_size
@@ -170,6 +145,35 @@ def test_the_rollouts_came_from_toolgyms_agent_loop(cpu_run):
             # verl's v1 trainer dumps only the uid; the legacy one the loop's reward_extra_info
             extra = row.keys() - {"input", "output", "gts", "score", "step"}
             assert extra == {"uid"} or extra >= LOOP_KEYS, extra
+
+
+@pytest.mark.slow
+def test_toolgyms_episode_stats_are_in_verls_step_metrics_and_the_step_table(cpu_run):
+    """Read back from verl's console logger (``toolgym.trainers.verl_adapter.metrics``), each step's numbers
+    equal the ones computed from that step's dumped episodes, and the run ends with the step table."""
+    out, log = cpu_run
+    steps = step_metrics(log)
+    assert sorted(steps) == [1, 2], log[-4000:]
+    for step, metrics in steps.items():
+        rows = [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+        assert all(row.keys() >= LOOP_KEYS for row in rows)  # the legacy trainer dumps reward_extra_info
+        for key in (
+            "turns",
+            "tool_calls",
+            "tool_errors",
+            "infra_errors",
+            "verifier_error",
+            "error",
+            "trainable",
+        ):
+            expected = sum(row[key] for row in rows) / len(rows)
+            assert metrics[f"toolgym/{key}/mean"] == pytest.approx(expected, abs=1e-6), (step, key)
+        assert metrics["toolgym/infra_errors/total"] == sum(row["infra_errors"] for row in rows)
+        pass_rate = sum(row["passed"] for row in rows) / len(rows)
+        assert metrics["toolgym/pass_rate"] == pytest.approx(pass_rate)
+        assert metrics["toolgym/pass_rate/toolgym/Calculator-v0"] == pytest.approx(pass_rate)
+    # toolgym train ends with a table of the steps (toolgym.trainers.verl_adapter.progress)
+    assert "toolgym train: 2 training steps\n" + step_table(steps) in log, log[-3000:]
 
 
 _PROBE = """

@@ -10,9 +10,8 @@
   are the env's tools, which TRL's own tool-call loop drives; ``environment_reward`` (the env's verifier on
   the final answer) and ``environment_dataset(env, n)`` (rows pinning the tasks) go with it.
 - ``toolgym train --trainer trl --config FILE.yaml`` (``launch.py``, ``config.py``): one YAML in, a GRPO run.
-- ``probe.py``: ``toolgym-debug/Probe-v0``, an env a model with random weights learns in seconds, to check a
-  trainer's wiring by learning (registered with Gymnasium when ``probe`` is imported; ``ENV_ENTRY`` is the
-  ``module:id`` that ``gym.make`` resolves anywhere).
+- ``toolgym-debug/Probe-v0`` (``toolgym.testing.probe``), an env a model with random weights learns in
+  seconds, checks this adapter's wiring (and verl's) by learning.
 
 Importing this package imports neither TRL nor torch.
 """

@@ -20,13 +20,16 @@ AGENT_NAME = "toolgym"
 #: imported by verl in every process of a toolgym run (``VERL_USE_EXTERNAL_MODULES``): fixes verl 0.9.1
 #: needs next to toolgym's dependencies (``compat.py``)
 COMPAT_MODULE = "toolgym.trainers.verl_adapter.compat"
+#: imported the same way: toolgym's episode stats (tool errors, infra errors, pass rate per env, ...) in
+#: verl's step metrics, for every logger (``metrics.py``)
+METRICS_MODULE = "toolgym.trainers.verl_adapter.metrics"
 
 
 def verl_modules_env(*modules: str) -> dict[str, str]:
     """``VERL_USE_EXTERNAL_MODULES`` for a verl process: what the environment already names, toolgym's
-    compat module and ``modules``, each once."""
+    compat and metrics modules and ``modules``, each once."""
     names = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m.strip()]
-    for module in (COMPAT_MODULE, *modules):
+    for module in (COMPAT_MODULE, METRICS_MODULE, *modules):
         if module not in names:
             names.append(module)
     return {"VERL_USE_EXTERNAL_MODULES": ",".join(names)}
@@ -53,6 +56,7 @@ def __getattr__(name: str):
 __all__ = [
     "AGENT_NAME",
     "COMPAT_MODULE",
+    "METRICS_MODULE",
     "ToolgymAgentLoop",
     "agent_loop_config_path",
     "export_verl",

@@ -6,6 +6,11 @@ process and, through Ray's runtime env, for every worker on every node).
   whenever trl is importable; trl >= 1.0 (``toolgym[trl]`` installs 1.16) removed it, so building the actor
   fails with an ImportError. Only value models use it: the guard reports trl as available only when the class
   exists.
+- ``verl/utils/model.py:649`` and ``:674`` (``load_valuehead_model``) load PPO's critic with
+  ``attn_implementation="flash_attention_2"`` whatever ``critic.model.override_config.attn_implementation``
+  says (verl issue #5210, open; PR #6495 closed unmerged), so PPO fails without flash-attn: on a CPU, on GPUs
+  older than Ampere, or wherever flash-attn is not built. The critic gets the attention its own config names
+  (``toolgym train`` sets the actor's there), as the actor does.
 
 Each patch names the line it works around and applies to verl ``VERL_VERSION`` only (another release may
 have moved or fixed the line). The import hooks here (``after_import``/``around_import``) patch a module at
@@ -15,6 +20,7 @@ its first import, in whichever process imports it; the CPU platform (``cpu/platf
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -32,6 +38,7 @@ def apply_patches() -> None:
     if verl.__version__ != VERL_VERSION:
         return
     after_import("verl.models.transformers.monkey_patch", _trl_value_head_guard)
+    after_import("verl.utils.model", _critic_attention_from_its_config)
 
 
 def _trl_value_head_guard(module: types.ModuleType) -> None:
@@ -45,6 +52,51 @@ def _trl_value_head_guard(module: types.ModuleType) -> None:
         return False
 
     module.is_trl_available = is_trl_available
+
+
+def _critic_attention_from_its_config(module: types.ModuleType) -> None:
+    original = module.load_valuehead_model
+
+    @functools.wraps(original)
+    def load_valuehead_model(local_path, torch_dtype, model_config, trust_remote_code):
+        attention = getattr(model_config, "_attn_implementation", None)
+        if attention in (None, "flash_attention_2"):
+            return original(local_path, torch_dtype, model_config, trust_remote_code)
+        with _from_pretrained_attention(attention):
+            return original(local_path, torch_dtype, model_config, trust_remote_code)
+
+    module.load_valuehead_model = load_valuehead_model
+
+
+@contextlib.contextmanager
+def _from_pretrained_attention(attention: str) -> Iterator[None]:
+    """While ``load_valuehead_model`` runs: the auto classes it uses load with ``attention`` where it asks
+    for flash_attention_2."""
+    import transformers
+
+    classes = [transformers.AutoModelForTokenClassification, transformers.AutoModelForCausalLM]
+    saved = {cls: cls.__dict__.get("from_pretrained") for cls in classes}
+
+    def with_attention(cls: type) -> classmethod:
+        load = cls.from_pretrained.__func__
+
+        def from_pretrained(klass, *args, **kwargs):
+            if kwargs.get("attn_implementation") == "flash_attention_2":
+                kwargs["attn_implementation"] = attention
+            return load(klass, *args, **kwargs)
+
+        return classmethod(from_pretrained)
+
+    for cls in classes:
+        cls.from_pretrained = with_attention(cls)
+    try:
+        yield
+    finally:
+        for cls, method in saved.items():
+            if method is None:
+                del cls.from_pretrained
+            else:
+                cls.from_pretrained = method
 
 
 # -- import hooks: patch a module at its first import, whichever process imports it -------------------------

@@ -154,12 +154,6 @@ class TrainConfig(BaseModel):
             )
         if self.device == "cpu" and self.nodes > 1:
             raise ValueError("device: cpu runs on one machine (Ray is started locally): set nodes: 1")
-        if self.algorithm == "ppo" and self.attn_implementation in ("sdpa", "eager"):
-            raise ValueError(
-                f"algorithm: ppo with attn_implementation: {self.attn_implementation} - verl 0.9.1 loads the "
-                "PPO critic with flash_attention_2 whatever the config says; install flash-attn "
-                "(docs/training.md) and use attn_implementation: auto, or train with algorithm: grpo"
-            )
         return self
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:

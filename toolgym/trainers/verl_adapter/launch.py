@@ -19,7 +19,6 @@ import io
 import os
 import re
 import shlex
-import subprocess
 import sys
 import warnings
 from dataclasses import dataclass, field, replace
@@ -161,6 +160,8 @@ def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
     if not grpo:  # PPO: a critic of the same model, as in verl's PPO examples
         settings |= {
             "critic.model.path": model,
+            # the actor's attention kernels (compat.py makes verl's critic loader honour this)
+            "+critic.model.override_config.attn_implementation": plan.attn_implementation,
             "critic.model.use_remove_padding": True,
             "critic.model.enable_gradient_checkpointing": True,
             "critic.optim.lr": cfg.critic_learning_rate,
@@ -225,7 +226,13 @@ def check_env_ids(cfg: TrainConfig) -> None:
     import toolgym
 
     for i, env in enumerate(cfg.envs):
-        if env.id not in toolgym.ENVS and env.id not in gym.registry:
+        module, _, env_id = env.id.rpartition(":")
+        if module:  # ``module:id``, as gym.make takes it: the module registers the env on import
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                raise ValueError(f"envs.{i}.id: cannot import {module!r} for {env.id!r}: {exc}") from exc
+        if env_id not in toolgym.ENVS and env_id not in gym.registry:
             close = difflib.get_close_matches(env.id, list(toolgym.ENVS), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ValueError(
@@ -420,11 +427,6 @@ def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool | str]) -> 
 
 def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
     """Compose first (fail before exporting anything), export, then run verl with its output streaming."""
-    if cfg.algorithm == "ppo" and plan.attn_implementation != "flash_attention_2":
-        raise ValueError(
-            "algorithm: ppo needs flash-attn (verl loads the critic with flash_attention_2): "
-            "see docs/training.md"
-        )
     compose(plan.overrides)
     prepare_run(cfg, plan)
     print(f"running verl (command in {plan.run_dir / 'command.sh'})", file=sys.stderr, flush=True)
@@ -432,11 +434,13 @@ def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
 
 
 def run_verl(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> int:
-    """verl in a child process: its output streams straight through, and its exit status is ours. It runs
-    in the run dir (every path in the command is absolute), where Hydra writes its ``outputs/`` logs, with
-    ``env`` added to ours."""
+    """verl in a child process: its output streams through, a table of the training steps follows it
+    (``progress.py``), and its exit status is ours. It runs in the run dir (every path in the command is
+    absolute), where Hydra writes its ``outputs/`` logs, with ``env`` added to ours."""
+    from toolgym.trainers.verl_adapter.progress import run_and_summarize
+
     child_env = {**os.environ, **env} if env else None
-    return subprocess.run(command, check=False, cwd=cwd, env=child_env).returncode
+    return run_and_summarize(command, cwd=cwd, env=child_env)
 
 
 # -- the command ---------------------------------------------------------------------------------------------
@@ -487,7 +491,5 @@ def cmd_train(args: argparse.Namespace) -> int:
             "flash-attn is not installed here, so the trainer uses sdpa attention "
             "(docs/training.md: Install on a CUDA machine)"
         )
-        if cfg.algorithm == "ppo":
-            notes.append("algorithm: ppo needs flash-attn for verl's critic: install it before the real run")
     print("\n".join(notes), file=sys.stderr)
     return 0

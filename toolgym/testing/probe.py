@@ -1,5 +1,7 @@
 """toolgym-debug/Probe-v0: the smallest tool-use env a model with random weights learns, to prove a trainer's
-wiring (observation masks, rewards, groups) by learning rather than by shape checks.
+wiring (observation masks, rewards, groups) by learning rather than by shape checks: TRL's adapter
+(``tests/trainers/trl/test_learning.py``) and verl's (``examples/verl/learn-cpu.yaml``,
+``benchmarks/bench_verl_learning.py``) both learn it.
 
 An episode has two turns: the first always calls the ``probe`` tool (whatever it says becomes the probe's
 note) and its output is the observation; the second is the final answer. The reward is 1.0 when the answer
@@ -15,7 +17,7 @@ never writes tags) makes one: the env tells its parser which turn it parses. Eve
 
 It is registered with Gymnasium on import of this module, under its own namespace and not in toolgym's env
 catalogue (``toolgym list``, the env check kit): it is a fixture for trainers, not a task. ``ENV_ENTRY``
-(``"toolgym.trainers.trl_adapter.probe:toolgym-debug/Probe-v0"``) makes ``gym.make`` import it first.
+(``"toolgym.testing.probe:toolgym-debug/Probe-v0"``) makes ``gym.make`` import it first.
 """
 
 from __future__ import annotations

@@ -1,0 +1,79 @@
+"""verl learns through toolgym's agent loop, and the inverted-mask control does not: two real verl GRPO runs
+of ``examples/verl/learn-cpu.yaml`` on a CPU, side by side.
+
+Both runs train the embedded tiny model (random weights) on ``toolgym-debug/Probe-v0`` with the same config
+and seeds; only the agent loop differs. The normal run uses toolgym's (``ToolgymAgentLoop``): the loss is on
+the tokens the model generated, each episode gets its own verdict, and the mean reward climbs from about 0.1
+(a tenth of the tiny model's tokens start with ``s`` or ``t``) to about 1.0. The control
+(``toolgym.testing.verl.InvertedMaskAgentLoop``) inverts the loss mask, so the loss falls on the probe's
+observation and the template tokens instead, and the reward stays where it started. A wiring bug of the kind
+verl's multi-turn users report (masks or rewards reaching the wrong tokens or samples) makes the two curves
+alike and fails here.
+
+Not in ``make test``: each run is a full verl start (about 4 minutes on two cores) plus 25 steps, about 16
+minutes for both. ``make bench`` runs it and prints the per-step table of each run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolgym.testing.verl import INVERTED_MASK_AGENT_LOOP, end_session
+from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "verl" / "learn-cpu.yaml"
+TIMEOUT_S = 2400
+#: one run of ``toolgym train``, with the agent loop's ``_target_`` replaced when one is given
+DRIVER = """
+import dataclasses, json, sys
+from toolgym.trainers.verl_adapter import launch
+config, out, target = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+cfg = launch.load_train_config(config)
+plan = launch.plan_run(cfg, out)
+if target:
+    plan = dataclasses.replace(plan, agent_loop_kwargs={**plan.agent_loop_kwargs, "_target_": target})
+sys.exit(launch.run_training(cfg, plan))
+"""
+
+
+def _train(out: Path, target: str | None) -> dict[int, dict[str, float]]:
+    command = [sys.executable, "-c", DRIVER, str(EXAMPLE), str(out), json.dumps(target)]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        log, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        end_session(proc.pid)
+        log, _ = proc.communicate()
+        pytest.fail(f"the run did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
+    finally:
+        end_session(proc.pid)
+    (out / "train.log").write_text(log)
+    assert proc.returncode == 0, f"the run failed; the end of its log:\n{log[-6000:]}"
+    steps = step_metrics(log)
+    print(f"\n{out.name}: {len(steps)} steps\n{step_table(steps)}")
+    return steps
+
+
+def _rewards(steps: dict[int, dict[str, float]]) -> list[float]:
+    return [steps[step]["critic/score/mean"] for step in sorted(steps)]
+
+
+@pytest.mark.parametrize("loop", ["toolgym", "inverted-mask"])
+def test_verl_learning_curve(loop, tmp_path):
+    target = INVERTED_MASK_AGENT_LOOP if loop == "inverted-mask" else None
+    rewards = _rewards(_train(tmp_path / loop, target))
+    curve = [round(r, 2) for r in rewards]
+    print(f"mean reward per step, {loop} agent loop: {curve}")
+    assert sum(rewards[:2]) / 2 < 0.3, curve  # random weights: about a tenth of the answers score
+    if loop == "toolgym":
+        assert sum(rewards[-3:]) / 3 >= 0.8, curve
+    else:
+        assert max(rewards) < 0.4 and sum(rewards[-5:]) / 5 < 0.25, curve
+

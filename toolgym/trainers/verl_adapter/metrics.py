@@ -1,0 +1,94 @@
+"""toolgym's episode stats in verl's step metrics, so every logger verl has (console, tensorboard, wandb, ...)
+shows them beside verl's own.
+
+verl logs the numbers of its agent loops' ``reward_extra_info`` only for validation; for training steps it
+logs reward, advantage, lengths and ``num_turns``, but not whether the tools failed, whose fault it was, or
+which env passed. A user watching a mixed run could not tell a policy that stopped calling tools from a
+sandbox that stopped answering. This module (imported by verl in every process of a ``toolgym train`` run,
+through ``VERL_USE_EXTERNAL_MODULES``) wraps verl's ``compute_data_metrics`` in the modules of its trainers,
+so each training step also logs, from the batch's per-episode stats (``Trajectory.stats``, which toolgym's
+agent loop hands verl as ``reward_extra_info``):
+
+- ``toolgym/<stat>/mean`` for turns, tool calls, tool errors, infra errors, verifier errors, episode errors
+  and the trainable share, and ``toolgym/<stat>/total`` for the counts of errors;
+- ``toolgym/pass_rate`` over the batch and ``toolgym/pass_rate/<env id>`` per env (the rows' ``data_source``,
+  without the module of a ``module:id``: a metric name has no colon).
+
+Rows that did not come from toolgym's agent loop carry none of these keys, and nothing is added for them.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+#: the stats logged as a batch mean
+MEAN_STATS = ("turns", "tool_calls", "tool_errors", "infra_errors", "verifier_error", "error", "trainable")
+#: the counts also logged as a batch total: a handful of errors in a large batch is what a user looks for
+TOTAL_STATS = ("tool_errors", "infra_errors", "verifier_error", "error")
+#: the verl modules that import ``compute_data_metrics`` and call it once per training step
+TRAINER_MODULES = (
+    "verl.trainer.ppo.ray_trainer",
+    "verl.trainer.ppo.v1.trainer_base",
+    "verl.experimental.separation.ray_trainer",
+)
+
+
+def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
+    """toolgym's metrics for one training batch, from its per-episode columns (see the module docstring)."""
+    metrics: dict[str, float] = {}
+    columns = {
+        key: _floats(non_tensor_batch[key]) for key in (*MEAN_STATS, "passed") if key in non_tensor_batch
+    }
+    for key in MEAN_STATS:
+        if key in columns and columns[key].size:
+            metrics[f"toolgym/{key}/mean"] = float(columns[key].mean())
+    for key in TOTAL_STATS:
+        if key in columns:
+            metrics[f"toolgym/{key}/total"] = float(columns[key].sum())
+    passed = columns.get("passed")
+    if passed is not None and passed.size:
+        metrics["toolgym/pass_rate"] = float(passed.mean())
+        sources = non_tensor_batch.get("data_source")
+        if sources is not None and len(sources) == passed.size:
+            sources = np.asarray(sources, dtype=object)
+            env_ids = np.array([str(s).rpartition(":")[2] for s in sources], dtype=object)  # module:id -> id
+            for env_id in sorted(set(env_ids)):
+                metrics[f"toolgym/pass_rate/{env_id}"] = float(passed[env_ids == env_id].mean())
+    return metrics
+
+
+def _floats(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).reshape(-1)
+
+
+def _with_episode_metrics(compute_data_metrics):
+    @functools.wraps(compute_data_metrics)
+    def wrapper(batch, *args, **kwargs):
+        metrics = compute_data_metrics(batch, *args, **kwargs)
+        metrics.update(episode_metrics(getattr(batch, "non_tensor_batch", None) or {}))
+        return metrics
+
+    wrapper.__toolgym_wrapped__ = True
+    return wrapper
+
+
+def _patch(module: types.ModuleType) -> None:
+    original = getattr(module, "compute_data_metrics", None)
+    if original is not None and not getattr(original, "__toolgym_wrapped__", False):
+        module.compute_data_metrics = _with_episode_metrics(original)
+
+
+def install() -> None:
+    """Wrap ``compute_data_metrics`` in each trainer module, now if loaded, else at its first import."""
+    from toolgym.trainers.verl_adapter.compat import after_import
+
+    for name in TRAINER_MODULES:
+        after_import(name, _patch)
+
+
+install()
