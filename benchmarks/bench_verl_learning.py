@@ -76,4 +76,3 @@ def test_verl_learning_curve(loop, tmp_path):
         assert sum(rewards[-3:]) / 3 >= 0.8, curve
     else:
         assert max(rewards) < 0.4 and sum(rewards[-5:]) / 5 < 0.25, curve
-

@@ -102,7 +102,10 @@ def test_cli_dry_run_prints_the_command_and_writes_nothing(tmp_path, capsys):
     # toolgym's verl compat module is imported in the verl process and, via Ray's runtime env, in every worker
     modules = _command_env(captured.out)["VERL_USE_EXTERNAL_MODULES"]
     assert "toolgym.trainers.verl_adapter.compat" in modules.split(",")
-    assert f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={launch.hydra_value(modules)}" in overrides
+    assert (
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={launch.hydra_value(modules)}"
+        in overrides
+    )
 
 
 @pytest.mark.parametrize(
