@@ -129,6 +129,10 @@ def test_rewards_are_the_verifiers_verdicts(engine, tmp_path):
         verdict = env.unwrapped.verifier.verify(task, final.answer)
         assert float(s.scores.sum()) == verdict.reward == s.info["passed"]
         assert verdict.passed == (task is solved)
+        # where PPO's GAE needs it: on the response's last token, which the model generated
+        if verdict.reward:
+            assert s.scores.nonzero().flatten().tolist() == [s.response_len - 1]
+        assert s.mask[s.response_len - 1] == 1
         assert s.info["tool_calls"] == len(task.data["steps"])
 
 
