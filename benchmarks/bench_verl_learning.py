@@ -1,7 +1,8 @@
-"""verl learns through toolgym's agent loop, and the inverted-mask control does not: two real verl GRPO runs
-of ``examples/verl/learn-cpu.yaml`` on a CPU, side by side.
+"""verl learns through toolgym's agent loop, and the inverted-mask control does not: real verl runs of
+``examples/verl/learn-cpu.yaml`` (GRPO) and ``learn-ppo-cpu.yaml`` (PPO: a critic, GAE) on a CPU, each with
+toolgym's agent loop and with the control.
 
-Both runs train the embedded tiny model (random weights) on ``toolgym-debug/Probe-v0`` with the same config
+All runs train the embedded tiny model (random weights) on ``toolgym-debug/Probe-v0`` with the same config
 and seeds; only the agent loop differs. The normal run uses toolgym's (``ToolgymAgentLoop``): the loss is on
 the tokens the model generated, each episode gets its own verdict, and the mean reward climbs from about 0.1
 (a tenth of the tiny model's tokens start with ``s`` or ``t``) to about 1.0. The control
@@ -10,8 +11,8 @@ observation and the template tokens instead, and the reward stays where it start
 verl's multi-turn users report (masks or rewards reaching the wrong tokens or samples) makes the two curves
 alike and fails here.
 
-Not in ``make test``: each run is a full verl start (about 4 minutes on two cores) plus 25 steps, about 16
-minutes for both. ``make bench`` runs it and prints the per-step table of each run.
+Not in ``make test``: each run is a full verl start (about 4 minutes on two cores) plus 25 steps, about 8
+minutes; the four take about half an hour. ``make bench`` runs them and prints the per-step table of each.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ import pytest
 from toolgym.testing.verl import INVERTED_MASK_AGENT_LOOP, end_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "verl" / "learn-cpu.yaml"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "verl"
+CONFIGS = {"grpo": EXAMPLES / "learn-cpu.yaml", "ppo": EXAMPLES / "learn-ppo-cpu.yaml"}
 TIMEOUT_S = 2400
 #: one run of ``toolgym train``, with the agent loop's ``_target_`` replaced when one is given
 DRIVER = """
@@ -41,8 +43,8 @@ sys.exit(launch.run_training(cfg, plan))
 """
 
 
-def _train(out: Path, target: str | None) -> dict[int, dict[str, float]]:
-    command = [sys.executable, "-c", DRIVER, str(EXAMPLE), str(out), json.dumps(target)]
+def _train(config: Path, out: Path, target: str | None) -> dict[int, dict[str, float]]:
+    command = [sys.executable, "-c", DRIVER, str(config), str(out), json.dumps(target)]
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
@@ -66,11 +68,12 @@ def _rewards(steps: dict[int, dict[str, float]]) -> list[float]:
 
 
 @pytest.mark.parametrize("loop", ["toolgym", "inverted-mask"])
-def test_verl_learning_curve(loop, tmp_path):
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_verl_learning_curve(algorithm, loop, tmp_path):
     target = INVERTED_MASK_AGENT_LOOP if loop == "inverted-mask" else None
-    rewards = _rewards(_train(tmp_path / loop, target))
+    rewards = _rewards(_train(CONFIGS[algorithm], tmp_path / f"{algorithm}-{loop}", target))
     curve = [round(r, 2) for r in rewards]
-    print(f"mean reward per step, {loop} agent loop: {curve}")
+    print(f"mean reward per step, {algorithm}, {loop} agent loop: {curve}")
     assert sum(rewards[:2]) / 2 < 0.3, curve  # random weights: about a tenth of the answers score
     if loop == "toolgym":
         assert sum(rewards[-3:]) / 3 >= 0.8, curve

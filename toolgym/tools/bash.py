@@ -372,22 +372,25 @@ class BashTool(Tool):
         return None
 
     def run(self, args: Args) -> ToolResult:
-        refused = self._refuse(args.command)
-        if refused is not None:
-            return refused
-        code = self._code(args.command)
-        if code is None:
-            return self._no_path()
+        code = self._prepared(args)
+        if isinstance(code, ToolResult):
+            return code
         return self._result(self._current_session().run(code, timeout=self.timeout + _GRACE_S))
 
     async def arun(self, args: Args) -> ToolResult:
+        code = self._prepared(args)
+        if isinstance(code, ToolResult):
+            return code
+        return self._result(await self._current_session().arun(code, timeout=self.timeout + _GRACE_S))
+
+    def _prepared(self, args: Args) -> str | ToolResult:
+        """The code the session runs for ``args``, or the result that answers instead: a refused command, or
+        a workspace with no path the session can use."""
         refused = self._refuse(args.command)
         if refused is not None:
             return refused
         code = self._code(args.command)
-        if code is None:
-            return self._no_path()
-        return self._result(await self._current_session().arun(code, timeout=self.timeout + _GRACE_S))
+        return self._no_path() if code is None else code
 
     def _no_path(self) -> ToolResult:
         why = self.workspace_paths()
