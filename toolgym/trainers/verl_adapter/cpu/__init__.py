@@ -53,8 +53,9 @@ def cpu_overrides(num_gpus: int = 1) -> list[str]:
     return [
         "trainer.device=cpu",
         *trainer,
-        # FSDP1 insists on an accelerator (sync_module_states); FSDP2 runs on CPU with gloo
+        # FSDP1 insists on an accelerator (sync_module_states); FSDP2 runs on CPU with gloo. PPO's critic too
         "actor_rollout_ref.actor.strategy=fsdp2",
+        "critic.strategy=fsdp2",
         "actor_rollout_ref.rollout.enforce_eager=True",
         # vLLM-CPU has no sleep mode (it is CUDA's memory pool); nothing to free between rollout and training
         "+actor_rollout_ref.rollout.enable_sleep_mode=False",
