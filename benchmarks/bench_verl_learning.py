@@ -17,7 +17,6 @@ minutes; the four take about half an hour. ``make bench`` runs them and prints t
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -30,21 +29,11 @@ from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "verl"
 CONFIGS = {"grpo": EXAMPLES / "learn-cpu.yaml", "ppo": EXAMPLES / "learn-ppo-cpu.yaml"}
 TIMEOUT_S = 2400
-#: one run of ``toolgym train``, with the agent loop's ``_target_`` replaced when one is given
-DRIVER = """
-import dataclasses, json, sys
-from toolgym.trainers.verl_adapter import launch
-config, out, target = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-cfg = launch.load_train_config(config)
-plan = launch.plan_run(cfg, out)
-if target:
-    plan = dataclasses.replace(plan, agent_loop_kwargs={**plan.agent_loop_kwargs, "_target_": target})
-sys.exit(launch.run_training(cfg, plan))
-"""
 
 
 def _train(config: Path, out: Path, target: str | None) -> dict[int, dict[str, float]]:
-    command = [sys.executable, "-c", DRIVER, str(config), str(out), json.dumps(target)]
+    command = [sys.executable, "-m", "toolgym.testing.verl", "--config", str(config), "--out", str(out)]
+    command += ["--agent-loop", target] if target else []
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )

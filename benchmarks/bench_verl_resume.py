@@ -1,8 +1,9 @@
 """A verl run killed after step 2 and started again with the same command resumes from step 2, and its step 3
 is the uninterrupted run's step 3: the same rows, the same episodes, the same update.
 
-Three real ``toolgym train`` runs of the tiny model on a CPU (``examples/verl/tiny-cpu.yaml`` with 3 steps
-and a checkpoint after every step): one uninterrupted; one killed (its whole process session) as soon as
+Three real ``toolgym train`` runs (``toolgym.testing.verl.train_with_agent_loop``, greedy) of the tiny
+model on a CPU (``examples/verl/tiny-cpu.yaml`` with 3 steps and a checkpoint after every step): one
+uninterrupted; one killed (its whole process session) as soon as
 its step-2 checkpoint is on disk; and that one again, the same command in the same run dir, which verl's
 ``resume_mode: auto`` resumes from the newest checkpoint (actor, optimizer, dataloader position). Sampling
 is greedy and every row pins its env, task and seed, so with the same weights the episodes are the same
@@ -23,19 +24,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from toolgym.testing.verl import end_session
+from toolgym.testing.verl import GREEDY_AGENT_LOOP, end_session
 from toolgym.trainers.verl_adapter.progress import step_metrics
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "verl" / "tiny-cpu.yaml"
 TIMEOUT_S = 1800
-#: what makes the three runs comparable: greedy sampling, weights that move (an entropy bonus, a large
-#: learning rate: the tiny model's rewards are all 0), a checkpoint after every step, rollouts dumped
+#: what makes the three runs comparable: greedy sampling (``GreedyAgentLoop``), weights that move (an entropy
+#: bonus, a large learning rate: the tiny model's rewards are all 0), a checkpoint after every step, rollouts
+#: dumped
 OVERRIDES = [
-    "actor_rollout_ref.rollout.temperature=0",
     "actor_rollout_ref.actor.entropy_coeff=0.01",
     "actor_rollout_ref.actor.optim.lr=0.01",
 ]
-COMPARED = ("actor/pg_loss", "actor/entropy", "actor/grad_norm", "response_length/mean")
+COMPARED = ("actor/entropy", "actor/grad_norm", "actor/pg_loss", "response_length/mean")
 
 
 def _config(tmp_path: Path) -> Path:
@@ -48,8 +49,8 @@ def _config(tmp_path: Path) -> Path:
 
 def _command(config: Path, out: Path) -> list[str]:
     rollouts = f"trainer.rollout_data_dir={out / 'rollouts'}"
-    train = ["train", "--config", str(config), "--out", str(out)]
-    return [sys.executable, "-m", "toolgym.cli", *train, "--", *OVERRIDES, rollouts]
+    train = ["--config", str(config), "--out", str(out), "--agent-loop", GREEDY_AGENT_LOOP]
+    return [sys.executable, "-m", "toolgym.testing.verl", *train, "--", *OVERRIDES, rollouts]
 
 
 def _run(command: list[str], stop_after_checkpoint: int | None = None, out: Path | None = None) -> str:
@@ -102,6 +103,7 @@ def test_a_killed_run_resumes_where_it_stopped_and_its_next_step_is_the_uninterr
     assert [r["output"] for r in _rows(resumed, 3)] == [r["output"] for r in _rows(whole, 3)], (
         "other episodes"
     )
+    assert whole_steps[3]["actor/grad_norm"] > 0 and whole_steps[3]["actor/entropy"] > 0  # a real update
     table = []
     for key in COMPARED:
         a, b = whole_steps[3][key], again_steps[3][key]

@@ -185,8 +185,35 @@ class InvertedMaskAgentLoop(ToolgymAgentLoop):
         return out
 
 
-#: the agent-loop ``_target_`` of the inverted-mask control
+class GreedyAgentLoop(ToolgymAgentLoop):
+    """toolgym's agent loop sampling greedily whatever verl's rollout temperature is, while verl's actor keeps
+    computing log-probs at that temperature (``rollout.temperature=0`` would divide its logits by zero). With
+    the same weights, the same rows give the same episodes: what a check that two runs took the same step
+    needs (``benchmarks/bench_verl_resume.py``). Not for training."""
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        return await super().run({**sampling_params, "temperature": 0.0}, **kwargs)
+
+
+#: the agent-loop ``_target_`` of each test-only loop
 INVERTED_MASK_AGENT_LOOP = f"{__name__}.{InvertedMaskAgentLoop.__qualname__}"
+GREEDY_AGENT_LOOP = f"{__name__}.{GreedyAgentLoop.__qualname__}"
+
+
+def train_with_agent_loop(
+    config: str | Path, out: str | Path, target: str | None, overrides: Sequence[str]
+) -> int:
+    """``toolgym train --config CONFIG --out OUT -- OVERRIDES`` with the agent loop's ``_target_`` replaced
+    by ``target`` (one of the loops above): the benchmarks' runs (``python -m toolgym.testing.verl``)."""
+    import dataclasses
+
+    from toolgym.trainers.verl_adapter import launch
+
+    cfg = launch.load_train_config(config)
+    plan = launch.plan_run(cfg, out, list(overrides))
+    if target:
+        plan = dataclasses.replace(plan, agent_loop_kwargs={**plan.agent_loop_kwargs, "_target_": target})
+    return launch.run_training(cfg, plan)
 
 
 def session_pids(sid: int) -> list[int]:
@@ -213,3 +240,16 @@ def end_session(sid: int) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         time.sleep(5)
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="toolgym train with a test-only agent loop")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--agent-loop", default=None, help="the loop's _target_ (default: toolgym's own)")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    sys.exit(train_with_agent_loop(args.config, args.out, args.agent_loop, args.overrides))
