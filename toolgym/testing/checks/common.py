@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
+from pydantic import BaseModel
 
 from toolgym.core.types import Verdict
 from toolgym.envs.base import ToolEnv
@@ -111,8 +112,23 @@ def episode(
         if terminated or truncated:
             break
     if comparable:  # infos hold pydantic objects and the messages so far
-        return [(*s[:4], json.dumps(s[4], default=str, sort_keys=True)) for s in steps]
+        return [(*s[:4], json.dumps(without_timings(s[4]), default=str, sort_keys=True)) for s in steps]
     return steps
+
+
+def without_timings(value: Any) -> Any:
+    """``value`` as plain data without what was timed: keys ending in ``_s`` (seconds: a tool result's
+    ``wait_s`` for a sandbox slot, a trajectory's ``env_s``), which differ between two plays of the same
+    episode on a busy machine while everything the policy sees stays the same."""
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {
+            k: without_timings(v) for k, v in value.items() if not (isinstance(k, str) and k.endswith("_s"))
+        }
+    if isinstance(value, list | tuple):
+        return [without_timings(v) for v in value]
+    return value
 
 
 def diff(a: Any, b: Any) -> str:
