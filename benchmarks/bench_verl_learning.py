@@ -17,13 +17,12 @@ minutes; the four take about half an hour. ``make bench`` runs them and prints t
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from toolgym.testing.verl import INVERTED_MASK_AGENT_LOOP, end_session
+from toolgym.testing.verl import INVERTED_MASK_AGENT_LOOP, run_in_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "verl"
@@ -34,19 +33,11 @@ TIMEOUT_S = 2400
 def _train(config: Path, out: Path, target: str | None) -> dict[int, dict[str, float]]:
     command = [sys.executable, "-m", "toolgym.testing.verl", "--config", str(config), "--out", str(out)]
     command += ["--agent-loop", target] if target else []
-    proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-    try:
-        log, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        end_session(proc.pid)
-        log, _ = proc.communicate()
+    code, log = run_in_session(command, TIMEOUT_S)
+    if code is None:
         pytest.fail(f"the run did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
-    finally:
-        end_session(proc.pid)
     (out / "train.log").write_text(log)
-    assert proc.returncode == 0, f"the run failed; the end of its log:\n{log[-6000:]}"
+    assert code == 0, f"the run failed; the end of its log:\n{log[-6000:]}"
     steps = step_metrics(log)
     print(f"\n{out.name}: {len(steps)} steps\n{step_table(steps)}")
     return steps

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -227,6 +228,24 @@ def session_pids(sid: int) -> list[int]:
         if int(fields[3]) == sid:  # field 6 of stat, after pid and (comm): state ppid pgrp session
             pids.append(int(stat.parent.name))
     return pids
+
+
+def run_in_session(command: Sequence[str], timeout_s: float) -> tuple[int | None, str]:
+    """Run ``command`` in a process session of its own, its stdout and stderr as one text, and end whatever
+    it left in that session afterwards (``end_session``): ``(exit status, log)``, the status None when it ran
+    past ``timeout_s`` (verl hangs instead of exiting on some failures)."""
+    proc = subprocess.Popen(
+        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        log, _ = proc.communicate(timeout=timeout_s)
+        return proc.returncode, log
+    except subprocess.TimeoutExpired:
+        end_session(proc.pid)
+        log, _ = proc.communicate()
+        return None, log
+    finally:
+        end_session(proc.pid)
 
 
 def end_session(sid: int) -> None:

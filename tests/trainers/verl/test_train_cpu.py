@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load_file
 
 from toolgym.testing import tiny_model_path
-from toolgym.testing.verl import end_session
+from toolgym.testing.verl import run_in_session
 from toolgym.trainers.verl_adapter.cpu import cpu_env
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
@@ -84,23 +84,13 @@ def cpu_run(tmp_path_factory):
     ]
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(EXAMPLE), "--out", str(out)]
     shm_before = set(Path("/dev/shm").glob("psm_*"))
-    proc = subprocess.Popen(
-        [*command, "--", *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
     try:
-        log, _ = proc.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        end_session(proc.pid)
-        log, _ = proc.communicate()
-        pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
+        code, log = run_in_session([*command, "--", *extra], TIMEOUT_S)
     finally:
-        end_session(proc.pid)
         _remove_leaked_shm(shm_before)
-    assert proc.returncode == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"
+    if code is None:
+        pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
+    assert code == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"
     return out, log
 
 

@@ -55,7 +55,6 @@ def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
         metrics["toolgym/pass_rate"] = float(passed.mean())
         sources = non_tensor_batch.get("data_source")
         if sources is not None and len(sources) == passed.size:
-            sources = np.asarray(sources, dtype=object)
             env_ids = np.array([str(s).rpartition(":")[2] for s in sources], dtype=object)  # module:id -> id
             for env_id in sorted(set(env_ids)):
                 metrics[f"toolgym/pass_rate/{env_id}"] = float(passed[env_ids == env_id].mean())

@@ -86,17 +86,18 @@ def run_and_summarize(
     out = out or sys.stdout
     # verl's prints reach a pipe now, not the terminal: unbuffered, they still stream as they come
     env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
-    steps: dict[int, dict[str, float]] = {}
+
+    def echoed(lines: Iterable[str]) -> Iterable[str]:
+        for line in lines:
+            out.write(line)
+            out.flush()
+            yield line
+
     with subprocess.Popen(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, errors="replace", bufsize=1
     ) as proc:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            out.flush()
-            parsed = parse_step_line(line)
-            if parsed is not None:
-                steps[parsed[0]] = parsed[1]
+        steps = step_metrics(echoed(proc.stdout))
     if steps:
         noun = "training step" if len(steps) == 1 else "training steps"
         print(f"\ntoolgym train: {len(steps)} {noun}\n{step_table(steps)}", file=sys.stderr, flush=True)
