@@ -21,7 +21,7 @@ import signal
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -230,12 +230,20 @@ def session_pids(sid: int) -> list[int]:
     return pids
 
 
-def run_in_session(command: Sequence[str], timeout_s: float) -> tuple[int | None, str]:
-    """Run ``command`` in a process session of its own, its stdout and stderr as one text, and end whatever
-    it left in that session afterwards (``end_session``): ``(exit status, log)``, the status None when it ran
-    past ``timeout_s`` (verl hangs instead of exiting on some failures)."""
+def run_in_session(
+    command: Sequence[str], timeout_s: float, env: dict[str, str] | None = None
+) -> tuple[int | None, str]:
+    """Run ``command`` (in ``env``, else this process's environment) in a process session of its own, its
+    stdout and stderr as one text, and end whatever it left in that session afterwards (``end_session``):
+    ``(exit status, log)``, the status None when it ran past ``timeout_s`` (verl hangs instead of exiting on
+    some failures)."""
     proc = subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        list(command),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=env,
     )
     try:
         log, _ = proc.communicate(timeout=timeout_s)
@@ -246,6 +254,32 @@ def run_in_session(command: Sequence[str], timeout_s: float) -> tuple[int | None
         return None, log
     finally:
         end_session(proc.pid)
+
+
+def _open_files() -> set[str]:
+    paths = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        with contextlib.suppress(OSError):
+            paths.update(os.readlink(fd) for fd in fd_dir.iterdir())
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        with contextlib.suppress(OSError):
+            paths.update(line.split(maxsplit=5)[-1].strip() for line in maps.read_text().splitlines())
+    return paths
+
+
+@contextlib.contextmanager
+def removing_leaked_shm() -> Iterator[None]:
+    """verl ends its vLLM servers without shutting their engines down, which leaves vLLM's message-queue
+    segments (``/dev/shm/psm_*``, sparse) behind: around a run, remove the ones it made that nobody has
+    open when it is over."""
+    before = set(Path("/dev/shm").glob("psm_*"))
+    try:
+        yield
+    finally:
+        in_use = _open_files()
+        for path in set(Path("/dev/shm").glob("psm_*")) - before:
+            if str(path) not in in_use:
+                path.unlink(missing_ok=True)
 
 
 def end_session(sid: int) -> None:

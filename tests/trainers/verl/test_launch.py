@@ -130,9 +130,11 @@ def test_a_bad_override_fails_the_dry_run_with_a_clear_message(tmp_path, capsys,
 
 def test_verls_own_checks_run_in_the_dry_run(tmp_path):
     # 3 prompts x 1 sample cannot be split over 2 GPUs: verl's validate_config says so before any GPU starts
-    text = "model: tiny\nenvs: [{id: toolgym/Calculator-v0}]\ntrain_batch_size: 3\ngroup_size: 1\n"
-    text += "gpus_per_node: 2\n"
-    plan = launch.plan_run(load_train_config(_write(tmp_path, text)), tmp_path / "run")
+    # (toolgym's config refuses train_batch_size: 3 itself; an override reaches verl unchecked)
+    text = "model: tiny\nenvs: [{id: toolgym/Calculator-v0}]\ntrain_batch_size: 4\ngroup_size: 1\n"
+    text += "gpus_per_node: 2\nmicro_batch_size_per_gpu: 1\n"
+    cfg = load_train_config(_write(tmp_path, text))
+    plan = launch.plan_run(cfg, tmp_path / "run", ["data.train_batch_size=3"])
     with pytest.raises(ValueError, match=r"verl's config checks failed: real_train_batch_size \(3\)"):
         launch.compose(plan.overrides)
 
@@ -201,8 +203,28 @@ def test_hydra_reads_back_every_string_the_launcher_writes():
             ["write key=value"],
         ),
         ("- model: m\n", ["must be a YAML mapping"]),
+        (  # 4 x 8 sequences, 16 a rank: verl would assert in a worker after minutes of start-up
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\ntrain_batch_size: 4\ngroup_size: 8\n"
+            "gpus_per_node: 2\nmicro_batch_size_per_gpu: 32\n",
+            ["each rank gets 16 sequences", "micro_batch_size_per_gpu (32)"],
+        ),
+        (
+            "model: m\nenvs: [{id: toolgym/Math-v0}]\ntrain_batch_size: 3\ngroup_size: 1\ngpus_per_node: 2\n",
+            ["3 sequences", "do not divide over 2 ranks"],
+        ),
     ],
-    ids=["typo", "env-typo", "missing", "no-envs", "logger", "rows", "override", "not-a-mapping"],
+    ids=[
+        "typo",
+        "env-typo",
+        "missing",
+        "no-envs",
+        "logger",
+        "rows",
+        "override",
+        "not-a-mapping",
+        "micro-batch",
+        "ranks",
+    ],
 )
 def test_bad_configs_name_the_key_and_the_fix(tmp_path, text, expected):
     with pytest.raises(ValueError) as info:
@@ -316,3 +338,28 @@ def test_gpu_runs_checkpoint_by_default_and_cpu_runs_do_not(tmp_path, capsys):
     assert "trainer.resume_mode" not in {launch.override_key(o) for o in overrides}  # verl's auto stays
     assert main(["train", "--config", str(EXAMPLES / "tiny-cpu.yaml"), "--dry-run", "--out", str(out)]) == 0
     assert "trainer.save_freq=-1" in _command_overrides(capsys.readouterr().out)
+
+
+def test_a_cpu_run_on_several_nodes_joins_the_running_ray_cluster_and_gives_its_workers_the_platform(
+    tmp_path, capsys
+):
+    """``nodes: 2`` on the CPU platform (``ray start`` on each node beforehand, each declaring its GPUs): the
+    run asks Ray for no resources of its own (joining a cluster, ``ray.init`` refuses them), every worker on
+    every node gets the platform's environment through Ray's runtime env (a node's own ``ray start`` shell
+    has none of it), and each rank gets an agent-loop worker. The run itself is
+    benchmarks/bench_verl_scale.py."""
+    text = (EXAMPLES / "tiny-cpu.yaml").read_text().replace("gpus_per_node: 1", "gpus_per_node: 1\nnodes: 2")
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(_write(tmp_path, text)), "--dry-run", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    overrides = _command_overrides(captured.out)
+    assert "trainer.nnodes=2" in overrides and "trainer.n_gpus_per_node=1" in overrides
+    assert "actor_rollout_ref.rollout.agent.num_workers=2" in overrides
+    assert not [o for o in overrides if o.split("=")[0].lstrip("+").startswith("ray_kwargs.ray_init.num_")]
+    assert not [o for o in overrides if "ray_init.address" in o]  # RAY_ADDRESS, or the local `ray start`
+    for name, value in cpu_env().items():
+        assert f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={launch.hydra_value(value)}" in overrides
+    assert "start Ray on every node first" in captured.err
+    one_node = launch.plan_run(load_train_config(EXAMPLES / "tiny-cpu.yaml"), tmp_path / "one").overrides
+    assert "+ray_kwargs.ray_init.num_gpus=1" in one_node  # one node: verl starts Ray with the declared GPU
+    assert "+ray_kwargs.ray_init.address=local" in one_node  # its own, even where a cluster is running

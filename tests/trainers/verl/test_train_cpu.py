@@ -16,9 +16,7 @@ first sync too.)
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -28,7 +26,7 @@ import torch
 from safetensors.torch import load_file
 
 from toolgym.testing import tiny_model_path
-from toolgym.testing.verl import run_in_session
+from toolgym.testing.verl import removing_leaked_shm, run_in_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
@@ -46,26 +44,6 @@ LOOP_KEYS = {
 }
 
 
-def _open_files() -> set[str]:
-    paths = set()
-    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
-        with contextlib.suppress(OSError):
-            paths.update(os.readlink(fd) for fd in fd_dir.iterdir())
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        with contextlib.suppress(OSError):
-            paths.update(line.split(maxsplit=5)[-1].strip() for line in maps.read_text().splitlines())
-    return paths
-
-
-def _remove_leaked_shm(before: set[Path]) -> None:
-    """verl ends its vLLM server without shutting the engine down, which leaves vLLM's message-queue
-    segments (``/dev/shm/psm_*``, sparse) behind; remove the ones this run made that nobody has open."""
-    in_use = _open_files()
-    for path in set(Path("/dev/shm").glob("psm_*")) - before:
-        if str(path) not in in_use:
-            path.unlink(missing_ok=True)
-
-
 def _full(tensor):
     """A checkpointed FSDP2 parameter is a DTensor (one shard here)."""
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
@@ -81,11 +59,8 @@ def cpu_run(tmp_path_factory):
         f"trainer.rollout_data_dir={out / 'rollouts'}",
     ]
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(EXAMPLE), "--out", str(out)]
-    shm_before = set(Path("/dev/shm").glob("psm_*"))
-    try:
+    with removing_leaked_shm():
         code, log = run_in_session([*command, "--", *extra], TIMEOUT_S)
-    finally:
-        _remove_leaked_shm(shm_before)
     if code is None:
         pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
     assert code == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"

