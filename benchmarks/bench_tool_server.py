@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,8 @@ from dataclasses import dataclass, field
 import aiohttp
 import httpx
 import pytest
+
+from toolgym.testing.servers import free_port
 
 CONCURRENCY = 256
 N = {"echo": 20_000, "calculator": 20_000, "calculator via /get_observation": 10_000, "python": 3_000}
@@ -72,12 +73,6 @@ class Measured:
 RESULTS: dict[str, Measured] = {}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(argv: list[str], port: int) -> subprocess.Popen:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -93,7 +88,7 @@ def _start(argv: list[str], port: int) -> subprocess.Popen:
 
 @pytest.fixture(scope="module")
 def servers(request):
-    echo_port, tools_port = _free_port(), _free_port()
+    echo_port, tools_port = free_port(), free_port()
     echo = _start([sys.executable, "-c", ECHO_APP, str(echo_port)], echo_port)
     tools = _start(
         [

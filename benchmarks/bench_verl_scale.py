@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+from toolgym.testing.servers import free_port
 from toolgym.testing.verl import end_session, removing_leaked_shm, run_in_session
 from toolgym.testing.verl_trace import TRACE_ENV, read_trace, trace_env
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
@@ -58,19 +58,13 @@ def _config(tmp_path: Path, *, gpus_per_node: int, nodes: int) -> Path:
     return path
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def two_node_ray_cluster(tmp_path: Path) -> Iterator[dict[str, str]]:
     """Two Ray nodes on this machine, each with 8 CPUs and one declared GPU, started with Ray's own CLI;
     yields the environment a driver needs to join them (the address, and the token Ray 2.5x+ requires of
     every node and driver once its authentication is on). Both nodes are ended afterwards (only these:
     ``ray stop`` would end every Ray instance on the machine)."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
     env.pop("RAY_ADDRESS", None)
     common = ["--num-cpus=8", "--num-gpus=1", "--disable-usage-stats", "--block"]

@@ -3,7 +3,6 @@ the tiny model in two engine actors, and ``toolgym serve tools --ray`` as a Ray 
 
 import argparse
 import json
-import socket
 import time
 
 import httpx
@@ -20,6 +19,7 @@ from toolgym.server.ray_serve import (
     stateful_tools,
 )
 from toolgym.server.tools_api import ToolServerConfig
+from toolgym.testing.servers import free_port
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +59,7 @@ def test_rollout_over_two_ray_engine_actors_writes_the_usual_jsonl(local_ray, tm
 
 
 def test_tool_server_on_ray_serve_answers_health_and_a_calculator_call(local_ray):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     config = ToolServerConfig(tools=["calculator"], max_concurrency=8, max_queue=8)
     serve_tools(config, RayServeOptions(num_cpus=0.5), host="127.0.0.1", port=port, blocking=False)
     url = f"http://127.0.0.1:{port}"

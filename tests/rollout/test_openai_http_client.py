@@ -2,7 +2,6 @@
 server for the retry and error paths a healthy server never shows."""
 
 import asyncio
-import socket
 
 import pytest
 import torch
@@ -12,7 +11,7 @@ from fastapi.responses import JSONResponse
 from toolgym.rollout.clients.base import Sampling
 from toolgym.rollout.clients.errors import ClientError
 from toolgym.rollout.clients.openai_http import OpenAICompletionsClient, completion_request, parse_completion
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port, serve_in_thread
 from toolgym.testing.tiny_model import TINY_MODEL_SPEC, tiny_model_path
 
 PROMPTS = [[10, 20, 30, 40], [100, 7, 250, 9, 31], [1200, 3]]
@@ -316,9 +315,7 @@ def test_timeout_is_retried():
 
 
 def test_unreachable_server_raises_after_retries():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again: nothing listens there
+    port = free_port()  # closed again: nothing listens there
     with pytest.raises(ClientError, match="ConnectError") as info:
         _generate(f"http://127.0.0.1:{port}", model="m", retries=2)
     assert info.value.retryable

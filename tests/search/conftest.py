@@ -7,7 +7,6 @@ flaky one fails its first requests (or answers slowly), to exercise the remote c
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 from fastapi import Request
@@ -16,7 +15,7 @@ from fastapi.responses import JSONResponse
 from toolgym.search.bm25 import BM25Index
 from toolgym.search.world import KnowledgeWorld
 from toolgym.server.retriever import create_app
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port, serve_in_thread
 
 WORLD_SIZE, WORLD_SEED = 3_000, 7
 
@@ -75,7 +74,5 @@ def flaky_service(index):
 @pytest.fixture
 def closed_port_url() -> str:
     """A loopback URL nobody listens on (the port was free a moment ago)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     return f"http://127.0.0.1:{port}/retrieve"

@@ -1,7 +1,6 @@
 """`toolgym serve retriever`: Search-R1's /retrieve schema over a BM25 index, in-process and from the CLI."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from toolgym.cli import main as toolgym_main
 from toolgym.search.bm25 import BM25Index
 from toolgym.search.world import KnowledgeWorld
 from toolgym.server.retriever import create_app, load_index, main, parse_args
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port, serve_in_thread
 
 WORLD = KnowledgeWorld(400, seed=5)
 
@@ -80,14 +79,8 @@ def test_arguments_are_checked(capsys):
     assert exit_info.value.code == 0 and "--topk-max" in capsys.readouterr().out
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_the_cli_serves_and_answers_like_curl():
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable,
         "-m",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ from toolgym.core.types import Verdict
 from toolgym.rewards.registry import register_scorer, unregister_scorer
 from toolgym.server.reward_client import RewardClient, RewardServerError
 from toolgym.server.rewards import create_app
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port, serve_in_thread
 
 MATH_HALF = {"type": "math", "ground_truth": "\\frac{1}{2}"}
 
@@ -232,18 +231,12 @@ def test_client_does_not_retry_a_refused_request():
 
 
 def test_client_gives_up_on_a_dead_server():
-    dead = RewardClient(f"http://127.0.0.1:{_free_port()}", retries=2, backoff=0.01, timeout=2)
+    dead = RewardClient(f"http://127.0.0.1:{free_port()}", retries=2, backoff=0.01, timeout=2)
     with dead as rc, pytest.raises(RewardServerError, match="failed after 3 attempts"):
         rc.score_batch(["\\boxed{1}"] * 3, [MATH_HALF] * 3)
 
 
 # -- a real server under load --------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _request(i: int) -> tuple[bytes, int, float | None]:
@@ -309,7 +302,7 @@ async def _post(port: int, body: bytes) -> tuple[int, bytes]:
 def test_a_real_server_answers_2000_concurrent_requests(tmp_path):
     """``toolgym serve rewards`` in its own process; 2,000 requests in flight at once; every one answered
     with the right status and score, and every scored one recorded."""
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "server.log").open("w")
     command = [sys.executable, "-m", "toolgym.cli", "serve", "rewards", "--port", str(port)]
     options = ["--log-level", "warning", "--save-dir", str(tmp_path / "records"), "--save-freq", "500"]

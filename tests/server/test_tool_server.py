@@ -17,7 +17,7 @@ from toolgym.sandbox import shared_sandbox
 from toolgym.sandbox.local import wait_until
 from toolgym.server.tools import create_app, main
 from toolgym.server.tools_api import ToolServerConfig
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port, serve_in_thread
 from toolgym.tools.calculator import Calculator
 from toolgym.tools.python import PythonTool
 
@@ -297,14 +297,11 @@ def test_config_errors_name_the_fix():
 
 def test_toolgym_serve_tools_runs_the_server_with_its_options():
     """The command line end to end: a real process, tool options reaching the tool."""
-    import socket
     import subprocess
     import sys
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     argv = [
         sys.executable,
         "-m",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 import textwrap
 import threading
@@ -30,6 +29,7 @@ from toolgym.core.task import Task
 from toolgym.core.types import ToolCall
 from toolgym.parsers.base import ERROR_MARKER
 from toolgym.testing.scripted import oracle_script, script_texts
+from toolgym.testing.servers import free_port
 from toolgym.tools.mcp import MCPTool, mcp_tools
 
 SERVER = textwrap.dedent(
@@ -180,9 +180,7 @@ def mcp_url():
     from toolgym.server.tools_api import ToolServerConfig
 
     server, _runtime = create_server(ToolServerConfig(tools=["calculator", "python"]))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     uv = uvicorn.Server(uvicorn.Config(server.http_app(path="/mcp"), port=port, log_level="warning"))
     thread = threading.Thread(target=uv.run, daemon=True)
     thread.start()

@@ -14,6 +14,14 @@ from contextlib import contextmanager
 from typing import Any
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback interface now, for a server started in another process (which binds it
+    itself: another process could take it in between, unlike ``serve_in_thread``'s bound socket)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @contextmanager
 def serve_in_thread(app: Any, startup_timeout: float = 10.0, lifespan: str = "off") -> Iterator[str]:
     """Serve ``app`` on ``127.0.0.1:<free port>``; yields the base URL (``http://127.0.0.1:PORT``).

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
+
+from toolgym.testing.servers import free_port
 
 #: server arguments for the tiny model on a CPU (a real model on a GPU wants its own). ``uni``: the model runs
 #: in the engine-core process, not in a worker process of its own (one process fewer to spawn, each ~30 s of
@@ -46,9 +47,7 @@ class VLLMServer:
         log_path: str | Path | None = None,
         startup_timeout: float = 300.0,
     ):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
         if log_path is None:
             log_path = Path(tempfile.mkdtemp(prefix="toolgym-vllm-")) / "server.log"
