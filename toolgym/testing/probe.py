@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Verdict
@@ -53,8 +53,9 @@ class ProbeTool(Tool):
     primary_arg = "note"
 
     class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        note: str = ""
+        # no defaults, no extra="forbid": a schema verl's tool schema model keeps whole, so verl's own loop
+        # renders the same prompt (benchmarks/bench_verl_native_loop.py)
+        note: str
 
     def run(self, args: Any) -> ToolResult:
         return ToolResult(name=self.name, output="probed")
@@ -74,6 +75,13 @@ class ProbeParser(ActionParser):
 
     def instructions(self) -> str:
         return "Your first turn probes; your second turn is the answer."
+
+    def parse(self, text: str) -> ParsedAction:
+        if self.first_turn and isinstance(text, str) and not text.strip():
+            # a call by position even when blank (a random model's one token is often whitespace): every
+            # episode then has the same shape, as in verl's own loop with the same format (verl_native_tools)
+            return ParsedAction.calls(ToolCall(name=ProbeTool.name, arguments={"note": text}))
+        return super().parse(text)
 
     def _parse(self, text: str) -> ParsedAction:
         if self.first_turn:

@@ -60,11 +60,14 @@ class _Recording:
 
 
 class VLLMServerStandIn(_Recording):
-    """verl's vLLM server over an in-process ``vllm`` ``AsyncLLM`` (``VLLMClient.engine``)."""
+    """verl's vLLM server over an in-process ``vllm`` ``AsyncLLM`` (``VLLMClient.engine``). A request
+    without ``max_tokens`` (verl's own ``ToolAgentLoop`` sends none) gets ``default_max_tokens``, as verl's
+    server gives it ``rollout.response_length``."""
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: Any, default_max_tokens: int | None = None):
         super().__init__()
         self.engine = engine
+        self.default_max_tokens = default_max_tokens
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
@@ -74,7 +77,9 @@ class VLLMServerStandIn(_Recording):
 
         params = dict(sampling_params)
         self.requests.append(dict(params))
-        max_tokens = params.pop("max_tokens")
+        max_tokens = params.pop("max_tokens", None) or self.default_max_tokens
+        if max_tokens is None:
+            raise ValueError("the request has no max_tokens and the stand-in no default_max_tokens")
         params["logprobs"] = 0 if params.pop("logprobs", False) else None
         sampling = SamplingParams(max_tokens=max_tokens, **params)
         final = None
@@ -303,6 +308,15 @@ if __name__ == "__main__":
     parser.add_argument("--config", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--agent-loop", default=None, help="the loop's _target_ (default: toolgym's own)")
+    parser.add_argument(
+        "--native-loop",
+        action="store_true",
+        help="verl's own ToolAgentLoop instead (toolgym.testing.verl_native)",
+    )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
+    if args.native_loop:
+        from toolgym.testing.verl_native import train_with_native_loop
+
+        sys.exit(train_with_native_loop(args.config, args.out, args.overrides))
     sys.exit(train_with_agent_loop(args.config, args.out, args.agent_loop, args.overrides))

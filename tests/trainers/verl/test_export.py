@@ -13,7 +13,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from toolgym.cli import main
 from toolgym.core.task import Task
 from toolgym.rollout import EnvRequest, draw_task
-from toolgym.trainers.verl_adapter.export import build_rows, export_verl
+from toolgym.rollout.models import make_renderer
+from toolgym.trainers.verl_adapter.export import build_rows, export_verl, prompt_token_lengths
 
 
 def _extra(rows):
@@ -55,6 +56,23 @@ def test_verls_dataset_loads_the_file_as_is_and_measures_the_real_prompt(tmp_pat
     assert item["index"] == item["extra_info"]["index"]
     config.max_prompt_length = longest - 1  # verl's own filter drops exactly the rows too long for it
     assert len(RLHFDataset([str(path)], renderer.tokenizer, config, processor=None)) < 4
+
+
+def test_prompt_lengths_count_the_tool_schemas_when_the_template_renders_them(tmp_path, renderer):
+    """``template_tools: true`` puts each env's tool schemas into the prompt: the pre-flight length check
+    (``toolgym train``'s, against ``max_prompt_length``) must count them, per env of a mix."""
+    path = export_verl(["toolgym/Calculator-v0", "toolgym/Search-v0"], n=4, out=tmp_path)
+    rows = pq.read_table(path).to_pylist()
+    plain = prompt_token_lengths(path, "tiny")
+    with_tools = prompt_token_lengths(path, "tiny", template_tools=True)
+    tools_renderer = make_renderer("tiny", template_tools=True)
+    for row, n_plain, n_tools in zip(rows, plain, with_tools, strict=True):
+        schemas = gym.make(row["data_source"]).unwrapped.tool_schemas
+        assert n_plain == len(renderer.prompt_ids(row["prompt"]))
+        assert n_tools == len(tools_renderer.prompt_ids(row["prompt"], schemas)) > n_plain
+    # the two envs' tools differ, and so does what they add
+    added = {row["data_source"]: t - p for row, p, t in zip(rows, plain, with_tools, strict=True)}
+    assert len(set(added.values())) == 2
 
 
 def test_a_mix_is_shared_by_weight_and_shuffled():

@@ -325,6 +325,26 @@ def test_dump_every_puts_the_episode_dump_in_the_run_dir(tmp_path):
     assert plain.agent_loop_kwargs == {}
 
 
+def test_template_tools_reaches_the_agent_loop_and_the_prompt_check(tmp_path, monkeypatch):
+    """``template_tools: true`` goes into the run's agent-loop YAML, and the pre-flight prompt check counts
+    the tool schemas the template will render (a prompt that fits without them may not fit with them)."""
+    text = "model: tiny\nenvs:\n  - id: toolgym/Calculator-v0\ntemplate_tools: true\n"
+    cfg = load_train_config(_write(tmp_path, text))
+    plan = launch.plan_run(cfg, tmp_path / "run")
+    assert plan.agent_loop_kwargs == {"template_tools": True}
+    launch.write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs)
+    (entry,) = [e for e in yaml.safe_load(plan.agent_loop_path.read_text()) if e["name"] == "toolgym"]
+    assert entry["template_tools"] is True
+    seen = []
+    monkeypatch.setattr(
+        "toolgym.trainers.verl_adapter.export.prompt_token_lengths",
+        lambda parquet, model, template_tools=False: seen.append(template_tools) or [1],
+    )
+    launch.check_prompt_lengths(tmp_path / "rows.parquet", cfg)
+    launch.check_prompt_lengths(tmp_path / "rows.parquet", cfg.model_copy(update={"template_tools": None}))
+    assert seen == [True, False]
+
+
 def test_gpu_runs_checkpoint_by_default_and_cpu_runs_do_not(tmp_path, capsys):
     """A crash at hour ten must not lose a GPU run: it checkpoints every 50 steps unless told otherwise,
     and verl (resume_mode auto) resumes from the newest checkpoint when the same command runs again."""

@@ -59,6 +59,7 @@ class ToolgymAgentLoop(AgentLoopBase):
             reserves one session slot of the worker's sandbox: ``toolgym.rollout.pool``).
         exclude_infra_errors: keep an episode whose tool calls failed through our fault out of the loss
             (``Trajectory.trainable_for``); False trains on it with the reward it got.
+        template_tools: also render the env's tool schemas through the chat template (``ChatRenderer``).
         dump_dir: write episode dumps here (default: none); ``toolgym train`` sets ``<run dir>/episodes``
             when the config sets ``dump_every``.
         dump_every: dump every N-th step's episodes.
@@ -71,6 +72,7 @@ class ToolgymAgentLoop(AgentLoopBase):
         max_tokens_per_turn: int | None = None,
         max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
         exclude_infra_errors: bool = True,
+        template_tools: bool = False,
         dump_dir: str | None = None,
         dump_every: int = 10,
         dump_episodes: int = 8,
@@ -95,6 +97,7 @@ class ToolgymAgentLoop(AgentLoopBase):
             self.tokenizer,
             dict(self.apply_chat_template_kwargs or {}),
             self.config.actor_rollout_ref.model.path,
+            bool(template_tools),
         )
         self.max_concurrent_episodes = max_concurrent_episodes
         self.exclude_infra_errors = bool(exclude_infra_errors)
@@ -192,8 +195,12 @@ class _WorkerState:
     _instances: ClassVar[dict[tuple[int, str], _WorkerState]] = {}
     _lock = threading.Lock()
 
-    def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str):
-        self.renderer = ChatRenderer(tokenizer, chat_template_kwargs=chat_template_kwargs)
+    def __init__(
+        self, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str, template_tools: bool
+    ):
+        self.renderer = ChatRenderer(
+            tokenizer, template_tools=template_tools, chat_template_kwargs=chat_template_kwargs
+        )
         self.renderer.eos_ids |= generation_eos_ids(model_path)
         self.pool = EnvPool()
         self.executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-verl")
@@ -201,11 +208,17 @@ class _WorkerState:
         self._dumps: dict[DumpSettings, EpisodeDump] = {}
 
     @classmethod
-    def get(cls, tokenizer: Any, chat_template_kwargs: dict[str, Any], model_path: str) -> _WorkerState:
-        key = (id(tokenizer), json.dumps(chat_template_kwargs, sort_keys=True, default=str))
+    def get(
+        cls,
+        tokenizer: Any,
+        chat_template_kwargs: dict[str, Any],
+        model_path: str,
+        template_tools: bool = False,
+    ) -> _WorkerState:
+        key = (id(tokenizer), json.dumps(chat_template_kwargs, sort_keys=True, default=str), template_tools)
         with cls._lock:
             if key not in cls._instances:
-                cls._instances[key] = cls(tokenizer, chat_template_kwargs, model_path)
+                cls._instances[key] = cls(tokenizer, chat_template_kwargs, model_path, template_tools)
             return cls._instances[key]
 
     def dump(self, settings: DumpSettings) -> EpisodeDump:

@@ -67,6 +67,9 @@ class TrainConfig(BaseModel):
     max_concurrent_episodes: int | None = Field(None, ge=1)
     #: False: train on episodes whose tool calls failed through our fault (default: keep them out of the loss)
     exclude_infra_errors: bool | None = None
+    #: also pass the env's tool schemas to the model's chat template (its own tools block, as for models
+    #: trained on native tool calling); default: the env's system prompt alone teaches the action format
+    template_tools: bool | None = None
     #: every N steps, write a sample of the episodes (tokens, mask, reward, verdict) to ``<run dir>/episodes``
     #: for ``toolgym view`` (default: no dump)
     dump_every: int | None = Field(None, ge=1)
@@ -186,6 +189,7 @@ class TrainConfig(BaseModel):
             "max_tokens_per_turn": self.max_tokens_per_turn,
             "max_concurrent_episodes": self.max_concurrent_episodes,
             "exclude_infra_errors": self.exclude_infra_errors,
+            "template_tools": self.template_tools,
             "dump_every": self.dump_every,
             "dump_episodes": self.dump_episodes if self.dump_every is not None else None,
         }

@@ -104,16 +104,30 @@ def episode_key(extra_info: Any) -> EpisodeKey:
     )
 
 
-def prompt_token_lengths(parquet: str | Path, model: str) -> list[int]:
-    """Each row's prompt length in ``model``'s tokens, rendered as the agent loop renders it: what to compare
-    with verl's ``max_prompt_length`` (verl drops or fails longer rows)."""
+def prompt_token_lengths(parquet: str | Path, model: str, template_tools: bool = False) -> list[int]:
+    """Each row's prompt length in ``model``'s tokens, rendered as the agent loop renders it (with the env's
+    tool schemas in the template when ``template_tools``): what to compare with verl's ``max_prompt_length``
+    (verl drops or fails longer rows)."""
     import pyarrow.parquet as pq
 
     from toolgym.rollout.models import make_renderer
 
-    renderer = make_renderer(model)
-    prompts = pq.read_table(parquet, columns=["prompt"]).column("prompt").to_pylist()
-    return [len(renderer.prompt_ids(messages)) for messages in prompts]
+    renderer = make_renderer(model, template_tools=template_tools)
+    table = pq.read_table(parquet, columns=["prompt", "extra_info"]).to_pylist()
+    schemas: dict[tuple[str, str], list[dict]] = {}
+    lengths = []
+    for row in table:
+        tools = None
+        if template_tools:
+            info = row["extra_info"]
+            key = (str(info["env_id"]), str(info["env_kwargs"]))
+            if key not in schemas:  # one env per id and kwargs, for its tool schemas
+                env = gym.make(key[0], **json.loads(key[1]))
+                schemas[key] = list(env.unwrapped.tool_schemas)
+                env.close()
+            tools = schemas[key]
+        lengths.append(len(renderer.prompt_ids(row["prompt"], tools)))
+    return lengths
 
 
 def env_rows(env: gym.Env, request: EnvRequest, count: int, split: Split, seed: int) -> list[dict]:

@@ -401,7 +401,7 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
     drop those rows silently (and without it, the samples would fail)."""
     from toolgym.trainers.verl_adapter.export import prompt_token_lengths
 
-    lengths = prompt_token_lengths(parquet, cfg.model)
+    lengths = prompt_token_lengths(parquet, cfg.model, template_tools=bool(cfg.template_tools))
     over = [n for n in lengths if n > cfg.max_prompt_length]
     if over:
         raise ValueError(
