@@ -80,13 +80,15 @@ class ProbeParser(ActionParser):
         if self.first_turn and isinstance(text, str) and not text.strip():
             # a call by position even when blank (a random model's one token is often whitespace): every
             # episode then has the same shape, as in verl's own loop with the same format (verl_native_tools)
-            return ParsedAction.calls(ToolCall(name=ProbeTool.name, arguments={"note": text}))
+            return self._probe(text)
         return super().parse(text)
 
     def _parse(self, text: str) -> ParsedAction:
-        if self.first_turn:
-            return ParsedAction.calls(ToolCall(name=ProbeTool.name, arguments={"note": text}))
-        return ParsedAction.final(text.strip())
+        return self._probe(text) if self.first_turn else ParsedAction.final(text.strip())
+
+    @staticmethod
+    def _probe(note: str) -> ParsedAction:
+        return ParsedAction.calls(ToolCall(name=ProbeTool.name, arguments={"note": note}))
 
     def format_call(self, call: ToolCall) -> str:
         return str(call.arguments.get("note") or "probe")

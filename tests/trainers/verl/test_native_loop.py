@@ -99,7 +99,11 @@ def test_native_reward_is_the_probes_verdict(both_loops):
 
 def test_the_native_rows_go_to_verls_loop(tmp_path):
     rows = export_verl([ENV_ENTRY], n=3, out=tmp_path)
+    exported = pq.read_table(rows)
     route_rows(Path(rows), NATIVE_AGENT_NAME)
-    table = pq.read_table(rows)
-    assert table.column("agent_name").to_pylist() == [NATIVE_AGENT_NAME] * 3
-    assert table.num_columns == pq.read_table(rows).num_columns and "extra_info" in table.column_names
+    routed = pq.read_table(rows)
+    assert exported.column("agent_name").to_pylist() == ["toolgym"] * 3
+    assert routed.column("agent_name").to_pylist() == [NATIVE_AGENT_NAME] * 3
+    # nothing else changed: the same columns, in the same order, with the same values
+    assert routed.column_names == exported.column_names
+    assert routed.drop(["agent_name"]).equals(exported.drop(["agent_name"]))

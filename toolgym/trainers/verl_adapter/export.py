@@ -34,7 +34,7 @@ import numpy as np
 
 from toolgym.core.task import FiniteSource, Task
 from toolgym.envs.base import ToolEnv
-from toolgym.rollout.pool import EnvRequest, EpisodeKey, draw_task
+from toolgym.rollout.pool import EnvPool, EnvRequest, EpisodeKey, draw_task
 from toolgym.trainers.verl_adapter import AGENT_NAME
 
 Split = Literal["train", "val"]
@@ -113,21 +113,21 @@ def prompt_token_lengths(parquet: str | Path, model: str, template_tools: bool =
     from toolgym.rollout.models import make_renderer
 
     renderer = make_renderer(model, template_tools=template_tools)
-    table = pq.read_table(parquet, columns=["prompt", "extra_info"]).to_pylist()
-    schemas: dict[tuple[str, str], list[dict]] = {}
-    lengths = []
-    for row in table:
-        tools = None
-        if template_tools:
-            info = row["extra_info"]
-            key = (str(info["env_id"]), str(info["env_kwargs"]))
-            if key not in schemas:  # one env per id and kwargs, for its tool schemas
-                env = gym.make(key[0], **json.loads(key[1]))
-                schemas[key] = list(env.unwrapped.tool_schemas)
-                env.close()
-            tools = schemas[key]
-        lengths.append(len(renderer.prompt_ids(row["prompt"], tools)))
-    return lengths
+    if not template_tools:
+        prompts = pq.read_table(parquet, columns=["prompt"]).column("prompt").to_pylist()
+        return [len(renderer.prompt_ids(messages)) for messages in prompts]
+    rows = pq.read_table(parquet, columns=["prompt", "extra_info"]).to_pylist()
+    pool = EnvPool()  # one env per id and kwargs, for the tool schemas of each row's env
+    try:
+        lengths = []
+        for row in rows:
+            key = episode_key(row["extra_info"])
+            with pool.lease(key.env_id, key.env_kwargs) as env:
+                tools = env.unwrapped.tool_schemas
+            lengths.append(len(renderer.prompt_ids(row["prompt"], tools)))
+        return lengths
+    finally:
+        pool.close()
 
 
 def env_rows(env: gym.Env, request: EnvRequest, count: int, split: Split, seed: int) -> list[dict]:
