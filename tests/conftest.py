@@ -109,6 +109,7 @@ VLLM_FILES = frozenset(
         "tests/server/test_agent_server.py",
         "tests/trainers/openrlhf/test_executor.py",
         "tests/trainers/verl/test_agent_loop.py",
+        "tests/trainers/verl/test_native_loop.py",
         "tests/viewer/test_browser.py",
     }
 )

@@ -127,12 +127,15 @@ def test_demo_prints_the_reward_table():
     printed. Its warnings still are (on a loaded machine, "[shutdown] ... force killing" an engine process
     that did not exit in time)."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_LEVEL"} | {"PYTHONUNBUFFERED": "1"}
-    cmd = [*CLI, "demo", "--episodes", "1", "--llm-tasks", "1", "--group-size", "2"]  # the rollouts, fewer
+    # two envs, not every one: every env's oracle and wrong answer in every format are
+    # tests/envs/test_registered_envs.py's; this is the command, its engine and its table
+    envs = ["--env", "toolgym/Calculator-v0", "--env", "toolgym/PythonCode-v0"]
+    cmd = [*CLI, "demo", *envs, "--episodes", "1", "--llm-tasks", "1", "--group-size", "2"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert not VLLM_INFO.search(out.stdout + out.stderr), "vLLM INFO lines without --verbose"
     rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith("toolgym/")]
-    assert rows, out.stdout
+    assert {r[0] for r in rows} == {"toolgym/Calculator-v0", "toolgym/PythonCode-v0"}, out.stdout
     oracle_rows = [r for r in rows if "oracle" in r]
     assert oracle_rows and all("1.00" in r for r in oracle_rows)
     assert all("0.00" in r for r in rows if "wrong" in r)

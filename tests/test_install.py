@@ -107,6 +107,14 @@ def test_the_core_profile_installs_no_extra_and_no_torch(tmp_path):
     assert steps[-1][-1] == f"{ROOT}[test]"
 
 
+@pytest.mark.parametrize("profile", ["full", "core"])
+def test_every_install_step_compiles_the_bytecode(tmp_path, profile):
+    """uv installs no .pyc unless asked (pip does): each process would compile torch and vLLM from source
+    on import wherever .pyc files cannot be written (PYTHONDONTWRITEBYTECODE is set on this image)."""
+    steps = [s for s in dry_run(tmp_path, "--profile", profile) if s[1:5] == ["-m", "uv", "pip", "install"]]
+    assert steps and all("--compile-bytecode" in s for s in steps)
+
+
 def test_an_index_that_does_not_answer_fails_at_once_naming_the_variable(monkeypatch):
     monkeypatch.setattr(install, "pip_config_find_links", lambda python: [])
     with pytest.raises(install.InstallError, match="TORCH_INDEX_URL"):

@@ -185,15 +185,20 @@ def test_make_env_refuses_a_tool_class_and_other_objects():
 
 
 def test_defining_a_function_tool_does_not_import_transformers():
-    """Plugins define their tools on ``import toolgym``: that must stay cheap (transformers imports torch)."""
+    """Plugins define their tools on ``import toolgym``: that must stay cheap (transformers imports torch),
+    and so must listing them (``toolgym list`` shows each tool's first line)."""
     code = (
         "import sys, toolgym\n"
         "@toolgym.tool(register=True)\n"
         "def echo(text: str) -> str:\n"
-        '    """Echo.\n\n    Args:\n        text: Text.\n    """\n'
+        '    """Echo the text.\n\n    More.\n\n    Args:\n        text: Text.\n    """\n'
         "    return text\n"
+        "from toolgym.cli import main\n"
+        "assert main(['list']) == 0\n"
+        "assert echo.summary() == 'Echo the text.'\n"
         "assert 'transformers' not in sys.modules and 'torch' not in sys.modules, 'imported too early'\n"
         "assert echo.primary_arg == 'text' and 'transformers' in sys.modules\n"
+        "assert echo.description.splitlines()[0] == echo.summary()\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -64,7 +64,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         {"id": s.id, "tools": list(s.tools), "task_source": s.task_source, "description": s.description}
         for s in sorted(toolgym.ENVS.values(), key=lambda s: s.id)
     ]
-    tools = [{"name": n, "description": _first_line(f.description)} for n, f in sorted(toolgym.TOOLS.items())]
+    tools = [{"name": n, "description": f.summary()} for n, f in sorted(toolgym.TOOLS.items())]
     if args.json:
         print(json.dumps({"envs": envs, "tools": tools}, indent=2))
         return 0
@@ -171,7 +171,3 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         print(f"{len(reports) - len(failed)} of {len(reports)} env(s) passed every check")
     return 1 if failed else 0
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text and text.strip() else ""

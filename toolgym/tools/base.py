@@ -67,6 +67,12 @@ class Tool(ABC):
             return _args_schema(self.Args)
         return self.parameters
 
+    @classmethod
+    def summary(cls) -> str:
+        """The description's first line (``toolgym list``)."""
+        text = cls.description.strip()
+        return text.splitlines()[0] if text else ""
+
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema (what chat templates render as ``tools``)."""
         return {

@@ -383,3 +383,16 @@ def test_a_cpu_run_on_several_nodes_joins_the_running_ray_cluster_and_gives_its_
     one_node = launch.plan_run(load_train_config(EXAMPLES / "tiny-cpu.yaml"), tmp_path / "one").overrides
     assert "+ray_kwargs.ray_init.num_gpus=1" in one_node  # one node: verl starts Ray with the declared GPU
     assert "+ray_kwargs.ray_init.address=local" in one_node  # its own, even where a cluster is running
+
+
+def test_cpu_replicas_run_the_model_in_vllms_engine_process_unless_tensor_parallel(tmp_path):
+    """One process less a vLLM replica on a CPU (the ``uni`` executor, kept by vLLM-CPU only with
+    ``VLLM_ENABLE_V1_MULTIPROCESSING=0``); a tensor-parallel replica keeps verl's multiprocess executor.
+    test_train_cpu.py's run shows verl's weight sync reaching the model there."""
+    uni = "+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"
+    cfg = load_train_config(EXAMPLES / "tiny-cpu.yaml")
+    plan = launch.plan_run(cfg, tmp_path / "one")
+    assert uni in plan.overrides and plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    wide = launch.plan_run(cfg.model_copy(update={"tensor_parallel_size": 2}), tmp_path / "two").overrides
+    assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in wide
+    assert not [o for o in wide if "distributed_executor_backend" in o]

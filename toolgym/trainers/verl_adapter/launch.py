@@ -82,7 +82,7 @@ def plan_run(
         from toolgym.trainers.verl_adapter.cpu import cpu_env, cpu_overrides
 
         env = cpu_env()
-        ours = merge_overrides(ours, cpu_overrides(num_gpus=cfg.gpus_per_node, nodes=cfg.nodes))
+        ours = merge_overrides(ours, cpu_overrides(cfg.gpus_per_node, cfg.nodes, cfg.tensor_parallel_size))
     # the verl process gets ``env``; Ray workers on other nodes (started by `ray start` there, with that
     # shell's environment) get it through the runtime env: toolgym's modules, and on CPU the platform's
     for name, value in env.items():
