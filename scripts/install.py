@@ -144,7 +144,7 @@ def install_steps(
     uv = [python, "-m", "uv", "pip"]
     # --compile-bytecode: uv, unlike pip, installs no .pyc by default, so every process would compile torch,
     # vLLM and transformers from source on import where .pyc cannot be written (PYTHONDONTWRITEBYTECODE, a
-    # read-only venv): ~5 s of each `import vllm` here, in each of the suite's processes that import it
+    # read-only venv): `import vllm` took 20 s here instead of 10, in each process of the suite importing it
     install = [*uv, "install", "--python", python, "-q", "--compile-bytecode", *constraints]
     default_index = os.environ.get("PIP_INDEX_URL")  # a mirror of PyPI, where pip is told to use one
     if default_index:

@@ -84,8 +84,12 @@ def test_the_export_writes_what_the_installed_openenv_init_writes(tmp_path, monk
     template, out = tmp_path / "probe_env", tmp_path / "export"
     write_openenv_package(ENV_ID, out)
 
-    def files(root):
-        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    def files(root):  # not the bytecode an installed openenv's template carries (pip and make compile it)
+        return {
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
 
     expected = files(template) - {"server/probe_env_environment.py", "uv.lock"}
     assert expected <= files(out)
