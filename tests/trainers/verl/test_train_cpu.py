@@ -30,7 +30,7 @@ from toolgym.testing.verl import removing_leaked_shm, run_in_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
-TIMEOUT_S = 900  # ~5 minutes on 2 idle cores; verl hangs instead of exiting on some failures
+TIMEOUT_S = 900  # ~3 minutes on 2 idle cores; verl hangs instead of exiting on some failures
 LOOP_KEYS = {
     "passed",
     "trainable",
