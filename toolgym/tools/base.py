@@ -70,8 +70,7 @@ class Tool(ABC):
     @classmethod
     def summary(cls) -> str:
         """The description's first line (``toolgym list``)."""
-        text = cls.description.strip()
-        return text.splitlines()[0] if text else ""
+        return first_line(cls.description)
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function schema (what chat templates render as ``tools``)."""
@@ -235,3 +234,9 @@ def make_tool(name: str, **kwargs: Any) -> Tool:
         fix = "use one of these names, a Tool instance, or register yours with @register_tool"
         raise unknown_name("tool", name, sorted(TOOLS), fix, "registered tools") from None
     return factory(**kwargs)
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` without surrounding blank space ("" for blank text)."""
+    text = text.strip()
+    return text.splitlines()[0] if text else ""

@@ -34,7 +34,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from toolgym.core.types import ToolCall, ToolResult
-from toolgym.tools.base import Tool, register_tool
+from toolgym.tools.base import Tool, first_line, register_tool
 
 _HOW = (
     "a function tool needs a type hint on every argument and a Google-style docstring: a description, then "
@@ -86,8 +86,7 @@ class FunctionTool(Tool):
     def summary(cls) -> str:
         """The description's first line, read from the docstring without building the schema: listing the
         tools (``toolgym list``) does not import transformers and torch (7 s of its 11 here)."""
-        text = (cls.description_override or inspect.getdoc(cls.fn) or cls.name).strip()
-        return text.splitlines()[0] if text else ""
+        return first_line(cls.description_override or inspect.getdoc(cls.fn) or cls.name)
 
     @property
     def parameters(self) -> dict[str, Any]:
