@@ -15,11 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 
-def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 5) -> float:
+def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 9) -> float:
     """The time ``fn(big)`` takes over the time ``fn(small)`` takes, ``big`` being ten times ``small``: ~10
     for linear work, ~100 for quadratic. Measured as this thread's CPU time (time spent preempted on a busy
     machine does not count), with the garbage collector paused and each input run once untimed first; the
-    best of up to ``rounds`` tries, stopping at the first that shows at most 20x."""
+    best of up to ``rounds`` tries, stopping at the first that shows at most 20x. (A neighbour process
+    thrashing the shared caches slows the big input more than the small one: with 5 tries a linear parser
+    once showed 22x in CI, two core suites running side by side; quadratic work shows ~100x every try.)"""
     best_big = best_small = math.inf
     for _ in range(rounds):
         gc.collect()
