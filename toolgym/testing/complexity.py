@@ -18,15 +18,19 @@ from typing import Any
 def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 9) -> float:
     """The time ``fn(big)`` takes over the time ``fn(small)`` takes, ``big`` being ten times ``small``: ~10
     for linear work, ~100 for quadratic. Measured as this thread's CPU time (time spent preempted on a busy
-    machine does not count), with the garbage collector paused and each input run once untimed first; the
-    best of up to ``rounds`` tries, stopping at the first that shows at most 20x. (A neighbour process
-    thrashing the shared caches slows the big input more than the small one: with 5 tries a linear parser
-    once showed 22x in CI, two core suites running side by side; quadratic work shows ~100x every try.)"""
+    machine does not count), with the garbage collector paused (one collection before) and each input run
+    once untimed first; the best of up to ``rounds`` tries, stopping at the first that shows at most 20x. (A
+    neighbour process thrashing the shared caches slows the big input more than the small one: with 5 tries
+    a linear parser once showed 22x in CI, two core suites running side by side; quadratic work shows ~100x
+    every try.)"""
     best_big = best_small = math.inf
-    for _ in range(rounds):
-        gc.collect()
-        gc.disable()
-        try:
+    # one collection, then none while measuring: a full collection walks every live object, which in a
+    # process that has imported torch or vLLM costs far more than the parse being measured (once per try, it
+    # made a 95-case parser test take 110 s in the suite instead of 12)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):
             fn(big)
             t0 = time.thread_time()
             fn(big)
@@ -36,9 +40,9 @@ def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 
             for _ in range(10):  # ten runs: enough time to measure, and as much input as one big run
                 fn(small)
             t3 = time.thread_time()
-        finally:
-            gc.enable()
-        best_big, best_small = min(best_big, t1 - t0), min(best_small, (t3 - t2) / 10)
-        if best_big <= 20 * best_small:
-            break
+            best_big, best_small = min(best_big, t1 - t0), min(best_small, (t3 - t2) / 10)
+            if best_big <= 20 * best_small:
+                break
+    finally:
+        gc.enable()
     return best_big / max(best_small, 1e-9)
