@@ -67,9 +67,11 @@ bench: $(STAMP)
 	VLLM_LOGGING_LEVEL=WARNING $(BIN)/pytest benchmarks -q -s -p no:logging --benchmark-columns=min,median,max
 
 # The core suite on another interpreter (make test-core PYTHON=python3.13), with only `toolgym[test]`
-# installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1).
+# installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1). The reruns of
+# whole suites under simulated setups (marked main_suite_only: tests/sandbox/test_setups.py says why) run
+# once, in `make test`.
 test-core: core-venv
-	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
+	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q -m "not main_suite_only" $(CORE_TESTS)
 
 # the core suite's venv for PYTHON: toolgym with only the test extra (.ci/run builds these while the main
 # suite runs)

@@ -308,6 +308,11 @@ RED_TEAM = [
 ]
 
 
+#: the whole red-team suites rerun in a setup (a minute and a half of CPU in all) run once per CI, in the main
+#: suite: the attacks are on the kernel's walls (Landlock, seccomp, rlimits), whatever the Python. On the
+#: other Pythons (`make test-core`) the suites themselves run, and so do the setups' own checks above (that
+#: interpreter works in each setup, is contained, and scores honest code 1.0).
+@pytest.mark.main_suite_only
 @pytest.mark.parametrize(
     "setup",
     [
@@ -324,6 +329,7 @@ def test_the_red_team_suite_in_the_setups_without_namespaces(setup):
     )
 
 
+@pytest.mark.main_suite_only
 def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
     """The bash tool's red-team suite where nothing but Landlock, seccomp and rlimits stand between the
     commands and the trainer: no namespace, the user's own uid (no pid namespace: the descendants are found
