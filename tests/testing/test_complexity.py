@@ -19,7 +19,13 @@ def test_linear_work_costs_about_ten_times_and_quadratic_about_a_hundred():
     assert cost_ratio(quadratic, "ab" * 1_000, "ab" * 10_000) > 40
 
 
-def test_the_collector_is_paused_while_measuring_and_running_again_after():
+def test_the_collector_is_paused_while_measuring_and_left_as_it_was_after():
     seen = []
     assert cost_ratio(lambda n: seen.append(gc.isenabled()), 1, 10) >= 0
     assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        cost_ratio(linear, "ab", "ab" * 10)
+        assert not gc.isenabled(), "a caller's paused collector stays paused"
+    finally:
+        gc.enable()

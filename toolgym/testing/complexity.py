@@ -18,7 +18,7 @@ from typing import Any
 def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 9) -> float:
     """The time ``fn(big)`` takes over the time ``fn(small)`` takes, ``big`` being ten times ``small``: ~10
     for linear work, ~100 for quadratic. Measured as this thread's CPU time (time spent preempted on a busy
-    machine does not count), with the garbage collector paused and each input run
+    machine does not count), with the garbage collector paused (and left as it was after) and each input run
     once untimed first; the best of up to ``rounds`` tries, stopping at the first that shows at most 20x. (A
     neighbour process thrashing the shared caches slows the big input more than the small one: with 5 tries
     a linear parser once showed 22x in CI, two core suites running side by side; quadratic work shows ~100x
@@ -27,6 +27,7 @@ def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 
     # no collection while measuring, and none forced before: a full collection walks every live object, which
     # in a process that has imported torch or vLLM (0.29 s, 400k objects) costs far more than the parse being
     # measured (forced once per try, it made a 95-case parser test take 110 s in the suite instead of 12)
+    collecting = gc.isenabled()
     gc.disable()
     try:
         for _ in range(rounds):
@@ -43,5 +44,6 @@ def cost_ratio(fn: Callable[[Any], Any], small: Any, big: Any, *, rounds: int = 
             if best_big <= 20 * best_small:
                 break
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
     return best_big / max(best_small, 1e-9)
