@@ -35,8 +35,14 @@ def training_page_example() -> str:
         for b in re.findall(r"```python\n(.*?)```", TRAINING_PAGE.read_text(), re.DOTALL)
         if EXAMPLE_LINE in b
     ]
-    settings = f"num_generations={GROUP},", f"per_device_train_batch_size={BATCH},", f"max_steps={STEPS},"
-    for setting in (*settings, "learning_rate=1e-2,", f"max_completion_length={MAX_COMPLETION},"):
+    settings = (
+        f"num_generations={GROUP},",
+        f"per_device_train_batch_size={BATCH},",
+        f"max_steps={STEPS},",
+        "learning_rate=1e-2,",  # the page's spelling of LR
+        f"max_completion_length={MAX_COMPLETION},",
+    )
+    for setting in settings:
         assert setting in code, f"the inverted run copies the example's {setting!r}: keep them in step"
     return code
 
