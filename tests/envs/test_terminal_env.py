@@ -186,6 +186,32 @@ def test_a_harbor_task_runs_with_its_own_test_script(tmp_path):
         env.close()
 
 
+def test_harbors_hello_world_scores_a_do_nothing_episode_zero_without_an_error(tmp_path):
+    """Harbor's own hello-world example: no environment/ folder, and a test that writes 0 unless
+    /app/hello.txt holds "Hello, world!". An episode that runs no command is the task's 0 (the workspace
+    exists from the start), not a verifier error that would keep a do-nothing policy out of training."""
+    root = tmp_path / "hello-world"
+    (root / "tests").mkdir(parents=True)
+    (root / "solution").mkdir()
+    (root / "instruction.md").write_text(
+        'Create a file called hello.txt with "Hello, world!" as the content.\n'
+    )
+    (root / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n"
+        'if [ "$(cat /app/hello.txt 2>/dev/null)" = "Hello, world!" ]; '
+        "then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
+    )
+    (root / "solution" / "solve.sh").write_text("#!/bin/bash\necho 'Hello, world!' > hello.txt\n")
+    env = gym.make("toolgym/Terminal-v0", tasks=str(root))
+    try:
+        reward, verdict, _ = _play(env, ["done"])
+        assert (reward, verdict.error) == (0.0, None)
+        reward, verdict, _ = _play(env, [bash("echo 'Hello, world!' > hello.txt"), "done"])
+        assert (reward, verdict.error) == (1.0, None)
+    finally:
+        env.close()
+
+
 def test_a_test_script_that_writes_no_reward_is_a_verifier_error(tmp_path):
     root = harbor_task(tmp_path, test="#!/bin/bash\ntrue\n")
     env = gym.make("toolgym/Terminal-v0", tasks=str(root))

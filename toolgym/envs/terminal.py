@@ -1,6 +1,7 @@
 """toolgym/Terminal-v0: shell tasks in the local sandbox, procedural by default, Harbor tasks from disk.
 
-The model works in a bash shell (the ``bash`` tool, :mod:`toolgym.tools.bash`): each command runs isolated in
+The model works in a bash shell (the ``bash`` tool, :mod:`toolgym.tools.bash`) and views and edits files
+with ``str_replace_editor`` (:mod:`toolgym.tools.editor`, the same workspace): each command runs isolated in
 the episode's sandbox session, whose workspace persists for the episode (a fresh copy of the task's files
 each episode). When the model answers, the verifier judges the **final workspace** (and the answer) after the
 episode, outside the workspace's process tree:
@@ -32,6 +33,7 @@ from toolgym.envs.terminal_harbor import harbor_source, run_harbor_tests
 from toolgym.envs.terminal_tasks import KINDS, LEVELS, generate_terminal_task
 from toolgym.rewards.base import Verifier
 from toolgym.tools.bash import DEFAULT_TIMEOUT, BashTool, SnapshotError, Workspace, WorkspaceFailure
+from toolgym.tools.editor import EditorTool
 
 SYSTEM_PROMPT = (
     "You complete tasks in a Linux shell. Run bash commands with the bash tool to look at the files and to "
@@ -128,7 +130,7 @@ class TerminalVerifier(Verifier):
 
 @register_env(
     "toolgym/Terminal-v0",
-    tools=["bash"],
+    tools=["bash", "str_replace_editor"],
     task_source="procedural shell tasks on a generated workspace (level 1-3), or Harbor task dirs (tasks=)",
     description="Shell tasks in a sandboxed, persistent workspace; the final workspace is judged afterwards.",
     oracle=terminal_oracle,
@@ -163,4 +165,5 @@ def make_terminal_env(
         source = harbor_source(tasks)
     bash = tool or BashTool(timeout=timeout)
     env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
-    return ToolEnv(source, [bash], TerminalVerifier(bash), action_format, max_turns=max_turns, **env_kwargs)
+    tools = [bash, EditorTool(bash)]
+    return ToolEnv(source, tools, TerminalVerifier(bash), action_format, max_turns=max_turns, **env_kwargs)

@@ -25,8 +25,13 @@ SESSIONS_ENV = "TOOLGYM_SANDBOX_SESSIONS"
 _shared: tuple[int, LocalSandbox] | None = None
 _terminal: tuple[int, LocalSandbox] | None = None
 #: where a terminal episode's workspace (``app`` in the run's private /tmp), a Harbor test script and its
-#: logs appear
-TERMINAL_LINKS = {"/app": "/tmp/app", "/logs": "/tmp/logs", "/tests": "/tmp/tests"}
+#: logs, and a SWE episode's repository (``testbed``, SWE-bench's path) appear
+TERMINAL_LINKS = {
+    "/app": "/tmp/app",
+    "/logs": "/tmp/logs",
+    "/tests": "/tmp/tests",
+    "/testbed": "/tmp/testbed",
+}
 #: what the bash tool's session driver imports, preloaded in its fork servers (about 10 ms less per episode)
 TERMINAL_PRELOAD = (*DEFAULT_PRELOAD, "subprocess", "select", "ctypes")
 _slots: tuple[int, SessionSlots] | None = None

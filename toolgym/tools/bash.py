@@ -26,6 +26,7 @@ import base64
 import json
 import marshal
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
@@ -34,6 +35,7 @@ from toolgym.core.task import Task
 from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult
 from toolgym.sandbox import ExecResult, Limits, Sandbox
+from toolgym.sandbox.driver import PROCESS_DRIVER
 from toolgym.sandbox.limits import MiB
 from toolgym.sandbox.shared import shared_terminal_sandbox
 from toolgym.tools.base import Tool, register_tool
@@ -62,64 +64,83 @@ TERMINAL_LIMITS = Limits(
 )
 
 # Runs in the session's interpreter: the model's command never sees this code or its descriptors.
-SHELL_DRIVER = r'''
-import base64 as _b64, json as _json, os as _os, select as _select, subprocess as _sp, time as _time
+# PROCESS_DRIVER (shared with the judges) holds the guard and the reaper.
+SHELL_DRIVER = (
+    PROCESS_DRIVER
+    + r'''
+def _tg_manifest(ws):
+    """What the workspace holds, less git's own directory: {path: [kind, mode, digest or link target]}."""
+    import hashlib
+    out = {}
+    for root, dirs, files in _os.walk(ws):
+        if root == ws and ".git" in dirs:
+            dirs.remove(".git")
+        rel_root = _os.path.relpath(root, ws)
+        for name in files + [d for d in dirs if _os.path.islink(_os.path.join(root, d))]:
+            path = _os.path.join(root, name)
+            rel = name if rel_root == "." else rel_root + "/" + name
+            st = _os.lstat(path)
+            if _os.path.islink(path):
+                out[rel] = ["link", 0o777, _os.readlink(path)]
+            elif _os.path.isfile(path):
+                digest = hashlib.sha256()
+                try:
+                    with open(path, "rb") as fh:
+                        for block in iter(lambda: fh.read(1 << 20), b""):
+                            digest.update(block)
+                except OSError as exc:
+                    out[rel] = ["unreadable", st.st_mode & 0o7777, str(exc)]
+                    continue
+                out[rel] = ["file", st.st_mode & 0o7777, digest.hexdigest()]
+            else:
+                out[rel] = ["other", st.st_mode & 0o7777, ""]
+    return out
 
-_tg_guarded = []
-
-def _tg_guard():
-    """Once per process (both settings last): refuse what a failed step would silently weaken."""
-    if _tg_guarded:
+def _tg_ready(ws, archive):
+    """Once per session, before anything else: the workspace exists, the task's archive (a whole repository,
+    modes and links kept) is unpacked into it, and what it started with is recorded for _tg_changes."""
+    if "_tg_base" in globals():
         return
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    # PR_SET_DUMPABLE 0: same-uid commands cannot open /proc/<this>/fd or mem
-    # PR_SET_CHILD_SUBREAPER: orphans (daemons) become our children, so _tg_kill_all finds them
-    for option, value, what in ((4, 0, "PR_SET_DUMPABLE"), (36, 1, "PR_SET_CHILD_SUBREAPER")):
-        if libc.prctl(option, value, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
-    _tg_guarded.append(True)
-
-def _tg_kill_all():
-    """Kill every process the commands started, then reap them."""
-    me = _os.getpid()
-    for _ in range(2000):
-        if me == 1:  # our own pid namespace: kill(-1) reaches exactly the commands' processes
-            try:
-                _os.kill(-1, 9)
-            except OSError:
-                pass
-        else:
-            kids = {}
-            for entry in _os.listdir("/proc"):
-                if entry.isdigit():
-                    try:
-                        with open(f"/proc/{entry}/stat", "rb") as fh:
-                            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-                    except (OSError, ValueError, IndexError):
-                        continue
-                    kids.setdefault(ppid, []).append(int(entry))
-            stack, seen = [me], set()
-            while stack:
-                for kid in kids.get(stack.pop(), ()):
-                    if kid not in seen:
-                        seen.add(kid)
-                        stack.append(kid)
-                        try:
-                            _os.kill(kid, 9)
-                        except OSError:
-                            pass
-        try:
-            while _os.waitpid(-1, _os.WNOHANG)[0]:
-                pass
-        except ChildProcessError:
-            return
-        _time.sleep(0.001)
-
-def _tg_call(cmd, ws, shown, timeout, cap):
-    _tg_guard()
     _os.makedirs(ws, exist_ok=True)
+    if archive and _os.path.exists(archive):
+        import tarfile
+        with tarfile.open(archive) as tar:
+            try:
+                tar.extractall(ws, filter="tar")
+            except TypeError:  # Pythons before 3.11.4 have no extraction filters (the archive is ours)
+                tar.extractall(ws)
+        _os.remove(archive)
+    globals()["_tg_base"] = _tg_manifest(ws)
+
+def _tg_changes(ws, limit):
+    """What the commands changed since the session started (git's directory aside), after every process
+    they left is killed: [path, kind, mode, data] per changed or new entry, kind "deleted" for removed."""
+    _tg_kill_all()
+    now, base, out, size = _tg_manifest(ws), globals().get("_tg_base", {}), [], 0
+    for rel in sorted(set(now) | set(base)):
+        if now.get(rel) == base.get(rel):
+            continue
+        if rel not in now:
+            out.append([rel, "deleted", 0, ""])
+            continue
+        kind, mode, info = now[rel]
+        if kind == "file":
+            size += _os.lstat(_os.path.join(ws, rel)).st_size
+            if size > limit:
+                print(_json.dumps({"too_large": f"the changed files hold more than {limit} bytes"}))
+                return
+            with open(_os.path.join(ws, rel), "rb") as fh:
+                info = _b64.b64encode(fh.read()).decode()
+        out.append([rel, kind, mode, info])
+    global _tg_snap
+    _tg_snap = _json.dumps({"entries": out})
+    print(_json.dumps({"size": len(_tg_snap)}))
+
+def _tg_call(cmd, ws, shown, timeout, cap, path_prefix=""):
+    _tg_guard()
     env = dict(_os.environ, PWD=shown, HOME=ws)
+    if path_prefix:  # the task's interpreter first (a repository's own venv)
+        env["PATH"] = path_prefix + ":" + env["PATH"]
     r, w = _os.pipe()
     try:
         proc = _sp.Popen(["bash", "-c", cmd], stdin=_sp.DEVNULL, stdout=w, stderr=w, cwd=shown, env=env,
@@ -173,7 +194,6 @@ def _tg_call(cmd, ws, shown, timeout, cap):
 def _tg_snapshot(ws, limit):
     """The workspace: [path, kind, mode, data] per entry; symlinks are read as links, never followed."""
     _tg_kill_all()
-    _os.makedirs(ws, exist_ok=True)
     out, size = [], 0
     for root, dirs, files in _os.walk(ws):
         dirs.sort()
@@ -209,10 +229,12 @@ def _tg_snapshot(ws, limit):
 def _tg_chunk(start, size):
     print(_tg_snap[start : start + size])
 '''
+)
 
 # A session defines the driver once (its first call, or the first after a restart) from code compiled here,
 # once per process: the sandbox runs this same interpreter, and unmarshalling costs far less than compiling.
 _DRIVER_CODE = base64.b64encode(marshal.dumps(compile(SHELL_DRIVER, "<bash-driver>", "exec"))).decode()
+_ARCHIVE = ".toolgym-workspace.tar"  # the task's archive in the session's dir, until _tg_ready unpacks it
 _DEFINE = (
     "if '_tg_snapshot' not in globals():\n"
     "    import marshal as _tg_m, base64 as _tg_b\n"
@@ -229,6 +251,7 @@ class Workspace:
         self.links: dict[str, str] = {}
         self.dirs: set[str] = set()
         self.other: set[str] = set()
+        self.deleted: set[str] = set()  # (what ``BashTool.changes`` found removed)
         for rel, kind, mode, data in entries:
             self.modes[rel] = int(mode)
             if kind == "file":
@@ -237,6 +260,8 @@ class Workspace:
                 self.links[rel] = data
             elif kind == "dir":
                 self.dirs.add(rel)
+            elif kind == "deleted":
+                self.deleted.add(rel)
             else:
                 self.other.add(rel)
 
@@ -286,10 +311,23 @@ class BashTool(Tool):
         timeout: float = DEFAULT_TIMEOUT,
         limits: Limits | None = None,
         max_output_chars: int = MAX_OUTPUT_CHARS,
+        *,
+        workspace: str = WORKSPACE,
+        workspace_path: str = WORKSPACE_PATH,
+        archive: Callable[[Task], bytes | None] | None = None,
+        path_prefix: Callable[[Task], str] | None = None,
     ):
         """``sandbox``: the one to use (not closed by the tool); default the process-wide terminal sandbox.
-        ``timeout``: seconds per command (everything it started is killed then). ``limits``: the session's."""
+        ``timeout``: seconds per command (everything it started is killed then). ``limits``: the session's.
+
+        ``workspace`` / ``workspace_path``: the workspace's directory in the session's ``/tmp`` and the path
+        commands see it at (a view link of the sandbox, ``/app`` or SWE-v0's ``/testbed``). ``archive``: a
+        tar of the task's initial workspace (a whole repository with its ``.git``, modes and links kept),
+        unpacked into it when the session opens, beside ``task.data["files"]``. ``path_prefix``: directories
+        put first on the commands' ``PATH`` for a task (its repository's interpreter)."""
         self._sandbox = sandbox
+        self.workspace, self.workspace_path = workspace, workspace_path
+        self._archive, self._path_prefix = archive, path_prefix
         self.timeout = float(timeout)
         base = limits or TERMINAL_LIMITS
         self.limits = base.model_copy(update={"timeout_s": max(base.timeout_s, self.timeout + _GRACE_S)})
@@ -327,7 +365,11 @@ class BashTool(Tool):
     def _current_session(self) -> Any:
         with self._lock:
             if self._session is None:
-                files = {f"{WORKSPACE}/{k}": v for k, v in workspace_files(self._task or _EMPTY).items()}
+                task = self._task or _EMPTY
+                files = {f"{self.workspace}/{k}": v for k, v in workspace_files(task).items()}
+                archive = self._archive(task) if self._archive is not None else None
+                if archive:
+                    files[_ARCHIVE] = archive
                 self._session = self.sandbox.session(limits=self.limits, files=files)
             return self._session
 
@@ -339,8 +381,8 @@ class BashTool(Tool):
             return f"the sandbox is broken: {report.broken}"
         if report.backend != "local":  # e2b's sessions share one working directory in one microVM
             return f"the bash tool runs on the local sandbox only, not on the {report.backend} backend"
-        if "fs_view" in report.active and f"{WORKSPACE_PATH} ->" in report.details.get("fs_view", ""):
-            return f"/tmp/{WORKSPACE}", WORKSPACE_PATH
+        if "fs_view" in report.active and f"{self.workspace_path} ->" in report.details.get("fs_view", ""):
+            return f"/tmp/{self.workspace}", self.workspace_path
         if "file access as uid 0" in report.details.get("unprivileged_user", ""):
             # the session's files belong to root there, and a command (exec resets the file uid) could not
             # write them: refuse rather than play a workspace the model cannot change
@@ -351,8 +393,20 @@ class BashTool(Tool):
             )
         if self._task is not None and self._task.data.get("requires_path"):
             why = report.missing.get("fs_view") or "fs_view is disabled"
-            return f"this task's workspace must be at {WORKSPACE_PATH}, which needs the read-only view: {why}"
-        return WORKSPACE, WORKSPACE  # relative to the session's working dir (its own host tmp dir)
+            return (
+                f"this task's workspace must be at {self.workspace_path}, which needs the read-only view: "
+                + why
+            )
+        return self.workspace, self.workspace  # relative to the session's working dir (its own host tmp dir)
+
+    def driver_call(self, call: str, define: str = "") -> str | None:
+        """The code that runs ``call`` (driver code over ``ws``, the workspace in the session) in the session,
+        after the workspace is ready; ``define``: more driver code to define first (the editor's). None when
+        the workspace has no path on this sandbox (``workspace_paths`` says why)."""
+        paths = self.workspace_paths()
+        if isinstance(paths, str):
+            return None
+        return f"{_DEFINE}\n{define}\nws = {paths[0]!r}\n_tg_ready(ws, {_ARCHIVE!r})\n{call}\n"
 
     # -- calls
 
@@ -360,9 +414,17 @@ class BashTool(Tool):
         paths = self.workspace_paths()
         if isinstance(paths, str):
             return None
-        ws, shown = paths
+        prefix = self._path_prefix(self._task or _EMPTY) if self._path_prefix is not None else ""
         cap = self.max_output_chars * 2
-        return f"{_DEFINE}\n_tg_call({command!r}, {ws!r}, {shown!r}, {self.timeout!r}, {cap})\n"
+        call = f"_tg_call({command!r}, ws, {paths[1]!r}, {self.timeout!r}, {cap}, {prefix!r})"
+        return self.driver_call(call)
+
+    def run_in_session(self, code: str, timeout: float | None = None) -> ExecResult:
+        """Run driver code (from ``driver_call``) in the episode's session, noting a lost workspace."""
+        res = self._current_session().run(code, timeout=timeout or self.timeout + _GRACE_S)
+        if res.session_reset:
+            self._note_loss(res.detail or "the session restarted", res.infra_reset)
+        return res
 
     def _refuse(self, command: str) -> ToolResult | None:
         if "\x00" in command:
@@ -445,15 +507,23 @@ class BashTool(Tool):
         """The episode's workspace as it is now. ``SnapshotError``: it cannot be read, or was lost through the
         sandbox's doing (a verifier error); ``WorkspaceFailure``: the commands lost it or left it too large (a
         failure of the episode)."""
-        paths = self.workspace_paths()
-        if isinstance(paths, str):
-            raise SnapshotError(paths)
-        code = f"{_DEFINE}\n_tg_snapshot({paths[0]!r}, {MAX_SNAPSHOT_BYTES})\n"
+        return Workspace(self._read_back(f"_tg_snapshot(ws, {MAX_SNAPSHOT_BYTES})"))
+
+    def changes(self, limit: int = MAX_SNAPSHOT_BYTES) -> Workspace:
+        """What the episode's commands changed in the workspace since it started, ``.git`` aside: changed and
+        new entries as in ``snapshot``, removed ones in ``deleted``. Every process the commands left running
+        is killed first, so nothing changes the workspace while (or after) it is read. Raises as
+        ``snapshot``; changed files over ``limit`` bytes are a ``WorkspaceFailure``."""
+        return Workspace(self._read_back(f"_tg_changes(ws, {limit})"))
+
+    def _read_back(self, call: str) -> list[list[Any]]:
+        """Run a driver call that leaves JSON entries in the session, then read them back in chunks."""
+        code = self.driver_call(call)
+        if code is None:
+            raise SnapshotError(str(self.workspace_paths()))
         session = self._current_session()
-        res = session.run(code, timeout=60.0)
+        res = self.run_in_session(code, timeout=60.0)
         reply = _last_json(res.stdout) if res.status == "ok" else None
-        if res.session_reset:
-            self._note_loss(res.detail or "the session restarted", res.infra_reset)
         if self._lost and self._lost_infra:
             raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
         if self._lost:
@@ -470,7 +540,7 @@ class BashTool(Tool):
                 raise SnapshotError(f"could not read the workspace: {part.detail or part.status}")
             parts.append(part.stdout.removesuffix("\n"))
         try:
-            return Workspace(json.loads("".join(parts))["entries"])
+            return json.loads("".join(parts))["entries"]
         except (ValueError, KeyError, TypeError) as exc:
             raise SnapshotError(f"could not read the workspace: {exc}") from exc
 
