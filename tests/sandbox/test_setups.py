@@ -341,3 +341,33 @@ def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
     assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
         proc.stdout[-4000:] + proc.stderr[-2000:]
     )
+
+
+#: SWE-v0 where the sandbox has no view: the repository is the session's own directory (no /testbed), the
+#: judge builds its tree in a fresh child's own directory, and Landlock, seccomp and rlimits are the walls.
+#: The Docker-like root here runs a venv it can read (as in a container image, whose Python is not under a
+#: 0700 /root); where it cannot, the bash tool refuses loudly (test_docker_like_root_without_cap_sys_admin).
+SWE_SUITE = [
+    "tests/security/test_swe_hacks.py",
+    "tests/envs/test_swe_env.py",
+    "-k",
+    "not procedural",
+    *RED_TEAM[2:],
+]
+
+
+@pytest.mark.main_suite_only
+@pytest.mark.parametrize(
+    "setup",
+    [
+        pytest.param({"docker": True, "install": "open"}, id="docker-like"),
+        pytest.param({"user": True, "install": "open", "block_userns": True}, id="user-without-userns"),
+    ],
+)
+def test_swe_v0_plays_and_judges_without_namespaces(setup):
+    """Gold 1, nothing 0, every hack 0, no leak, refusals with reasons: SWE-v0's suites, in the setup."""
+    proc = run_setup(pytest_args=SWE_SUITE, **setup)
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
+        proc.stdout[-4000:] + proc.stderr[-2000:]
+    )

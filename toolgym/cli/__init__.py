@@ -11,6 +11,7 @@
 ``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
 ``toolgym check``   the env check kit: is an env fit for RL training (a table per env; exit 1 on a failure)
 ``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
+``toolgym swe mine REPO``  SWE-v0 tasks from a local repository with a test suite (SWE-bench-schema rows)
 ``toolgym view F``  see episodes (rollout JSONL, eval reports, training dumps): conversation, tokens by mask
 """
 
@@ -22,10 +23,10 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from toolgym.cli import demo, doctor, envs, export, rollout, serve, train, view
+from toolgym.cli import demo, doctor, envs, export, rollout, serve, swe, train, view
 
 #: the command modules, in the order ``toolgym --help`` lists them
-COMMANDS = (envs, demo, rollout, export, train, serve, doctor, view)
+COMMANDS = (envs, demo, rollout, export, swe, train, serve, doctor, view)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -212,7 +212,7 @@ def harbor_source(path: str | Path) -> ListSource:
 _RUNNER = r"""
 def _tg_harbor(modes, links, timeout):
     _tg_guard()
-    _os.makedirs("/tmp/app", exist_ok=True)  # a workspace left empty (an episode that ran nothing) is judged too
+    _os.makedirs("/tmp/app", exist_ok=True)  # an empty workspace (an episode that ran nothing) is judged too
     for rel, target in links:
         _os.symlink(target, "/tmp/app/" + rel)
     for rel, mode in modes:

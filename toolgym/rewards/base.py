@@ -15,6 +15,10 @@ from toolgym.core.types import Trajectory, Verdict
 
 class Verifier(ABC):
     name: str = "verifier"
+    #: False for a verifier that judges what the episode did (a repository's tests on its changes, SWE-v0's
+    #: judge) and reads the final answer only as the signal that the work is done: then the oracle's work with
+    #: any answer earns the maximum (the check kit tests exactly that), and an answer alone the minimum
+    judges_answer: bool = True
 
     @abstractmethod
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:

@@ -56,6 +56,13 @@ def check_rewards(ctx: Context) -> CheckResult:
             for label, texts in _wrong_answers(ctx, env, inner, ctx.seed):
                 played += 1
                 reward, terminated, verdict, info = final(ctx, env, texts, ctx.seed)
+                if label == WORK_WITH_A_WRONG_ANSWER and not getattr(inner.verifier, "judges_answer", True):
+                    # the work is judged, the answer only ends the episode: the oracle's work earns the top
+                    if reward != high:
+                        f.fail(
+                            f"{where} {label} got reward {reward}; this verifier judges the work", texts[-1]
+                        )
+                    continue
                 if reward != low:
                     f.fail(f"{where} {label} got reward {reward}; the minimum is {low}", texts[-1])
                 if verdict is not None and verdict.error:
@@ -72,6 +79,9 @@ def check_rewards(ctx: Context) -> CheckResult:
     return f.result()
 
 
+WORK_WITH_A_WRONG_ANSWER = "a wrong answer after the oracle's tool calls"
+
+
 def _wrong_answers(ctx: Context, env: gym.Env, inner: ToolEnv, seed: int) -> list[tuple[str, list[str]]]:
     ctx.reset("rewards", env, seed=seed)
     task = inner.task
@@ -81,7 +91,7 @@ def _wrong_answers(ctx: Context, env: gym.Env, inner: ToolEnv, seed: int) -> lis
     if ctx.oracle is not None:
         calls = [parser.format_call(s) for s in ctx.oracle(task) if isinstance(s, ToolCall)]
     answers = [
-        ("a wrong answer after the oracle's tool calls", [*calls, parser.format_answer("I do not know.")]),
+        (WORK_WITH_A_WRONG_ANSWER, [*calls, parser.format_answer("I do not know.")]),
         ("an empty answer", [parser.format_answer("")]),
         ("a garbage answer", [parser.format_answer(GARBAGE)]),
         ("the prompt echoed as the answer", [parser.format_answer(task.prompt[:4_000])]),

@@ -1,0 +1,501 @@
+"""SWE-v0's judge: the task's tests run on the agent's changes in a fresh sandbox child, out of its reach.
+
+What the agent did reaches the judge only as **data**: the files its commands changed in the workspace
+(``BashTool.changes``: read back after every process the episode left running is killed, ``.git`` aside).
+The judge then builds the tree to test from scratch, in a fresh sandbox child that shares nothing with the
+episode's session (its own private ``/tmp``, its own uid, its own process tree):
+
+1. the base commit's archive is unpacked at ``/testbed`` (or the child's own directory without the view);
+2. the agent's changes are applied, **except** changes to what decides how tests run or what they say
+   (``protected``): any test file (``test_*.py``, ``*_test.py``, anything under a ``tests``/``test``
+   directory, any file the task's ``test_patch`` touches), every ``conftest.py``, the pytest configuration
+   files (``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``), anything that would shadow pytest
+   or hook the interpreter (``pytest.py``, ``_pytest/``, ``py.py``, ``sitecustomize.py``,
+   ``usercustomize.py``, ``*.pth``) and compiled bytecode (``*.pyc``, which Python loads instead of source).
+   These stay as the base commit has them and are listed in the verdict (``ignored``);
+3. the task's test files are put back as ``test_patch`` leaves them (the hidden tests arrive only now);
+4. pytest runs the listed tests (``FAIL_TO_PASS`` + ``PASS_TO_PASS``) in a subprocess started with
+   ``python -I`` (no ``PYTHON*`` variable, no user site) and a clean environment; pytest and its plugins are
+   imported **before** the repository goes on ``sys.path``, so no file of the repository stands in for
+   them; each test has a time limit (a hung test fails, the rest still count).
+5. Outcomes come from a reporter plugin over a pipe that only the judge reads, each record signed with a
+   key the runner read from its stdin before any code of the repository was imported. Text the code under
+   test prints, files it writes (a forged ``report.json`` or junit XML) and unsigned lines count for
+   nothing. A listed test that is not collected, errors in setup or teardown, or is skipped has not passed
+   (an expected failure, ``xfail``, counts as passed, as in SWE-bench).
+
+Reward 1 when every listed test passes (SWE-bench's *resolved*), else 0; ``reward="fraction"`` gives the
+share passed. A judge that cannot run (the sandbox failed, no pytest in the interpreter, the whole run past
+its time limit) is a ``Verdict.error`` with the reason, never a 0.
+
+The one thing no pytest-based judge can wall off, and this one does not either: the code under test runs in
+the test runner's own process, so code written to find the runner's objects in memory and rewrite them could
+still misreport. Everything above closes the ways that do not need that.
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import json
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from toolgym.core.task import Task
+from toolgym.core.types import Trajectory, Verdict
+from toolgym.rewards.base import Verifier
+from toolgym.sandbox import Limits, Sandbox
+from toolgym.sandbox.driver import PROCESS_DRIVER
+from toolgym.sandbox.limits import GiB, MiB
+
+#: seconds for the whole judging run (unpack, apply, every test); past it the verdict is an error
+DEFAULT_TIMEOUT = 900.0
+#: seconds per test; past it that test fails and the run goes on without it
+DEFAULT_TEST_TIMEOUT = 120.0
+JUDGE_LIMITS = Limits(
+    timeout_s=DEFAULT_TIMEOUT,
+    cpu_s=DEFAULT_TIMEOUT,
+    memory_bytes=2 * GiB,
+    processes=128,
+    open_files=1024,
+    file_size_bytes=256 * MiB,
+    disk_bytes=2 * GiB,
+    max_output_bytes=256 * 1024,
+    max_output_total_bytes=64 * MiB,
+)
+
+_PROTECTED_NAMES = {
+    "conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "pytest.py",
+    "py.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+}
+_PROTECTED_PATTERNS = ("test_*.py", "*_test.py", "*.pth", "*.pyc")
+_PROTECTED_DIRS = {"tests", "test", "_pytest", "__pycache__"}
+
+
+def protected(path: str, test_paths: Iterable[str] = ()) -> bool:
+    """Whether a change to ``path`` is left out of the judged tree (see the module docstring)."""
+    parts = posixpath.normpath(path).split("/")
+    name = parts[-1]
+    return (
+        path in set(test_paths)
+        or name in _PROTECTED_NAMES
+        or any(fnmatch.fnmatch(name, pattern) for pattern in _PROTECTED_PATTERNS)
+        or bool(_PROTECTED_DIRS.intersection(parts[:-1]))
+    )
+
+
+class Changes(Protocol):
+    """What a workspace's commands changed (``toolgym.tools.bash.Workspace`` from ``BashTool.changes``)."""
+
+    files: dict[str, bytes]
+    modes: dict[str, int]
+    links: dict[str, str]
+    deleted: set[str]
+
+
+@dataclass
+class FileChanges:
+    """Changes given as data (the gold patch's post-image, a mined fix): path -> bytes, ``None`` deleted."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    modes: dict[str, int] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, post_image: Mapping[str, bytes | str | None]) -> FileChanges:
+        out = cls()
+        for rel, data in post_image.items():
+            if data is None:
+                out.deleted.add(rel)
+            else:
+                out.files[rel] = data if isinstance(data, bytes) else data.encode()
+                out.modes[rel] = 0o644
+        return out
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """The outcome of one judging run: per listed test ``passed``/``failed``/``skipped``/``not collected``/
+    ``timed out``, or ``error`` set when the run itself could not be made. ``messages``: a failed test's
+    error line; ``covered``: per test, the repository's functions it called (``trace=True``)."""
+
+    outcomes: dict[str, str]
+    output: str = ""
+    ignored: tuple[str, ...] = ()
+    error: str | None = None
+    exit_code: int | None = None
+    messages: dict[str, str] = field(default_factory=dict)
+    covered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+# Runs in the judge's fresh child after PROCESS_DRIVER: builds the tree, runs the runner, reads its records.
+JUDGE_DRIVER = r"""
+def _tg_judge(ws, shown, python, runner):
+    import hashlib, hmac, tarfile
+    _tg_guard()
+    with open("judge.json") as fh:
+        cfg = _json.load(fh)
+    _os.remove("judge.json")
+    _os.makedirs(ws, exist_ok=True)
+    with tarfile.open("testbed.tar") as tar:
+        try:
+            tar.extractall(ws, filter="tar")
+        except TypeError:
+            tar.extractall(ws)
+    _os.remove("testbed.tar")
+    def put(rel, kind, mode, data):
+        path = _os.path.join(ws, rel)
+        if _os.path.lexists(path) and not _os.path.isdir(path) or _os.path.islink(path):
+            _os.remove(path)
+        if kind == "deleted":
+            return
+        _os.makedirs(_os.path.dirname(path), exist_ok=True)
+        if kind == "link":
+            _os.symlink(data, path)
+            return
+        with open(path, "wb") as fh:
+            fh.write(_b64.b64decode(data))
+        _os.chmod(path, mode & 0o777)
+    for rel, kind, mode, data in cfg["changes"] + cfg["tests"]:
+        put(rel, kind, mode, data)
+    key = _os.urandom(32)
+    rep_r, rep_w = _os.pipe()
+    env = {k: v for k, v in _os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+    proc = _sp.Popen([python, "-I", "-c", runner], stdin=_sp.PIPE, stdout=_sp.PIPE, stderr=_sp.STDOUT,
+                     cwd=shown, env=env, pass_fds=(rep_w,), start_new_session=True)
+    _os.close(rep_w)
+    proc.stdin.write((_json.dumps({"key": key.hex(), "fd": rep_w, "root": shown, "ids": cfg["ids"],
+                                   "files": cfg["files"], "test_timeout": cfg["test_timeout"],
+                                   "trace": cfg.get("trace", False)}) + "\n").encode())
+    proc.stdin.close()
+    out, records, bad, buf = bytearray(), [], 0, b""
+    fds = [proc.stdout.fileno(), rep_r]
+    while fds:
+        for fd in _select.select(fds, [], [])[0]:
+            chunk = _os.read(fd, 65536)
+            if not chunk:
+                fds.remove(fd)
+            elif fd == rep_r:
+                buf += chunk
+            else:
+                out += chunk
+                del out[: max(len(out) - 8000, 0)]
+    code = proc.wait()
+    _tg_kill_all()
+    for line in buf.split(b"\n"):
+        sig, _, body = line.partition(b" ")
+        if not line:
+            continue
+        if hmac.compare_digest(sig, hmac.new(key, body, hashlib.sha256).hexdigest().encode()):
+            records.append(_json.loads(body))
+        else:
+            bad += 1
+    print(_json.dumps({"records": records, "bad": bad, "exit": code, "out": out.decode("utf-8", "replace")}))
+"""
+
+# Runs as ``python -I -c RUNNER`` in the judge's tree: reads its key, imports pytest, then the repository.
+RUNNER = r"""
+import faulthandler, hashlib, hmac, json, os, sys
+cfg = json.loads(sys.stdin.readline())
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+_key, _fd = bytes.fromhex(cfg.pop("key")), cfg.pop("fd")
+def _send(record, _key=_key, _fd=_fd, _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256, _write=os.write):
+    body = _dumps(record).encode()
+    _write(_fd, _new(_key, body, _sha).hexdigest().encode() + b" " + body + b"\n")
+del _key
+import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
+_wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
+_limit = float(cfg["test_timeout"])
+_root = os.path.realpath(cfg["root"]) + os.sep
+class _Reporter:
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        keep = [i for i in items if _wanted is None or i.nodeid in _wanted]
+        drop = [i for i in items if _wanted is not None and i.nodeid not in _wanted]
+        items[:] = keep
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+        _send({"collected": [i.nodeid for i in keep]})
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        _send({"start": item.nodeid})
+        seen = set()
+        if cfg["trace"]:  # the miner's coverage: which of the repository's functions each test calls
+            def profile(frame, event, arg, seen=seen):
+                if event == "call":
+                    seen.add(frame.f_code)
+            sys.setprofile(profile)
+        faulthandler.dump_traceback_later(_limit, exit=True)
+        yield
+        faulthandler.cancel_dump_traceback_later()
+        if cfg["trace"]:
+            sys.setprofile(None)
+            found = set()
+            for code in seen:
+                path = os.path.realpath(code.co_filename)
+                if path.startswith(_root):
+                    found.add((path[len(_root):], getattr(code, "co_qualname", code.co_name)))
+            _send({"covered": item.nodeid, "functions": sorted(found)})
+    def pytest_runtest_logreport(self, report):
+        crash = getattr(report.longrepr, "reprcrash", None)
+        _send({"id": report.nodeid, "when": report.when, "outcome": report.outcome,
+               "xfail": bool(getattr(report, "wasxfail", None) is not None and report.skipped),
+               "message": getattr(crash, "message", "")[:500] if report.failed else ""})
+    def pytest_sessionfinish(self, session, exitstatus):
+        _send({"finished": int(exitstatus)})
+_send({"ready": True})
+sys.path.insert(0, cfg["root"])  # as `python -m pytest` from the repository's root
+sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", *cfg["files"]],
+                     plugins=[_Reporter()]))
+"""
+
+
+def _outcomes(ids: list[str] | None, records: list[dict]) -> tuple[dict[str, str], bool, bool, str | None]:
+    """Per listed test (every collected one when ``ids`` is None) its outcome; whether the runner got ready
+    and finished; the test that was running when the runner stopped (its time limit), if any."""
+    ready = any("ready" in r for r in records)
+    finished = any("finished" in r for r in records)
+    collected: set[str] = set()
+    phases: dict[str, dict[str, dict]] = {}
+    running = None
+    for r in records:
+        if "collected" in r:
+            collected.update(r["collected"])
+        elif "start" in r:
+            running = r["start"]
+        elif "id" in r:
+            phases.setdefault(r["id"], {})[r["when"]] = r
+            if r["when"] == "teardown" and r["id"] == running:
+                running = None
+    out: dict[str, str] = {}
+    for test in sorted(collected) if ids is None else ids:
+        seen = phases.get(test, {})
+        if test not in collected:
+            out[test] = "not collected"
+        elif test == running:
+            out[test] = "timed out"
+        elif any(p["outcome"] == "failed" for p in seen.values()):
+            out[test] = "failed"
+        elif seen.get("call", {}).get("outcome") == "passed" or any(p["xfail"] for p in seen.values()):
+            out[test] = "passed"
+        elif any(p["outcome"] == "skipped" for p in seen.values()):
+            out[test] = "skipped"
+        else:
+            out[test] = "no result"
+    return out, ready, finished, running
+
+
+def test_files_of(ids: Iterable[str]) -> list[str]:
+    """The files of pytest node ids, in order (what pytest is pointed at; the plugin picks the tests)."""
+    out: list[str] = []
+    for test in ids:
+        path = test.split("::", 1)[0]
+        if path not in out:
+            out.append(path)
+    return out
+
+
+def _entries(changes: Changes) -> list[list[Any]]:
+    out: list[list[Any]] = [[rel, "deleted", 0, ""] for rel in sorted(changes.deleted)]
+    for rel, data in sorted(changes.files.items()):
+        out.append([rel, "file", changes.modes.get(rel, 0o644), base64.b64encode(data).decode()])
+    out.extend([rel, "link", 0o777, target] for rel, target in sorted(changes.links.items()))
+    return out
+
+
+def run_tests(
+    sandbox: Sandbox,
+    archive: bytes,
+    changes: Changes,
+    tests: list[str] | None,
+    *,
+    files: list[str] | None = None,
+    trace: bool = False,
+    test_files: Mapping[str, bytes | None] | None = None,
+    paths: tuple[str, str] = ("/tmp/testbed", "/testbed"),
+    python: str = "python3",
+    timeout: float = DEFAULT_TIMEOUT,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    keep_protected: bool = False,
+) -> TestRun:
+    """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
+    child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at;
+    ``keep_protected``: apply changes to protected paths too (the miner's own runs, never an agent's).
+    ``tests=None`` runs every test pytest collects from ``files`` (default: the repository's own
+    configuration decides); ``trace`` records which functions each test calls (the miner's coverage)."""
+    test_files = dict(test_files or {})
+    ignored = sorted(
+        rel
+        for rel in (*changes.files, *changes.links, *changes.deleted)
+        if not keep_protected and protected(rel, test_files)
+    )
+    kept = [e for e in _entries(changes) if e[0] not in set(ignored)]
+    put_back = [
+        [rel, "deleted", 0, ""] if data is None else [rel, "file", 0o644, base64.b64encode(data).decode()]
+        for rel, data in sorted(test_files.items())
+    ]
+    config = {
+        "changes": kept,
+        "tests": put_back,
+        "ids": None if tests is None else list(tests),
+        "files": files if files is not None else test_files_of(tests or []),
+        "test_timeout": test_timeout,
+        "trace": trace,
+    }
+    files: dict[str, str | bytes] = {"testbed.tar": archive, "judge.json": json.dumps(config)}
+    code = (
+        f"{PROCESS_DRIVER}\n{JUDGE_DRIVER}\n_tg_judge({paths[0]!r}, {paths[1]!r}, {python!r}, {RUNNER!r})\n"
+    )
+    limits = JUDGE_LIMITS.model_copy(update={"timeout_s": timeout, "cpu_s": timeout})
+    res = sandbox.run(code, files=files, limits=limits)
+    line = res.stdout.rstrip("\n").rsplit("\n", 1)[-1] if res.status == "ok" else ""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        if res.status == "timeout":
+            why = f"the test run took longer than {timeout:g} s"
+        else:
+            why = f"the judge failed ({res.status}): {res.detail or res.stderr[-300:]}"
+        return TestRun({}, error=why, ignored=tuple(ignored))
+    records = reply["records"]
+    outcomes, ready, finished, running = _outcomes(None if tests is None else list(tests), records)
+    output = reply["out"][-4000:]
+    messages = {r["id"]: r["message"] for r in records if r.get("message")}
+    covered = {r["covered"]: [tuple(f) for f in r["functions"]] for r in records if "covered" in r}
+    if not ready:
+        return TestRun(
+            outcomes,
+            output=output,
+            ignored=tuple(ignored),
+            error=f"pytest could not start with {python} (exit code {reply['exit']}): "
+            + output[-300:].strip(),
+            exit_code=reply["exit"],
+        )
+    if running is not None and not finished:
+        output += f"\n[toolgym: {running} ran past its {test_timeout:g} s limit; the run stopped there]"
+    elif not finished:
+        output += f"\n[toolgym: the test run ended early, exit code {reply['exit']}]"
+    return TestRun(
+        outcomes,
+        output=output,
+        ignored=tuple(ignored),
+        exit_code=reply["exit"],
+        messages=messages,
+        covered=covered,
+    )
+
+
+class WorkspaceSource(Protocol):
+    """What the judge needs of a task beyond ``task.data``: its base archive and hidden test files."""
+
+    def archive(self, task: Task) -> bytes: ...
+
+    def test_files(self, task: Task) -> dict[str, bytes | None]: ...
+
+
+class SWEJudge(Verifier):
+    """Judges a SWE episode by running its task's tests on the agent's changes (see the module docstring).
+
+    ``tool``: the env's bash tool (whose session holds the workspace); ``workspaces``: the task's base
+    archive and test files; ``reward``: ``"resolved"`` (1 when every listed test passes) or ``"fraction"``."""
+
+    name = "swe"
+    judges_answer = False  # the tests judge the repository; the answer only says the work is done
+
+    def __init__(
+        self,
+        tool: Any,
+        workspaces: WorkspaceSource,
+        *,
+        reward: Literal["resolved", "fraction"] = "resolved",
+        python: str = "python3",
+        timeout: float = DEFAULT_TIMEOUT,
+        test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    ):
+        if reward not in ("resolved", "fraction"):
+            raise ValueError(f"reward must be 'resolved' or 'fraction', got {reward!r}")
+        self.tool, self.workspaces, self.reward = tool, workspaces, reward
+        self.python, self.timeout, self.test_timeout = python, timeout, test_timeout
+
+    def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
+        from toolgym.tools.bash import SnapshotError, WorkspaceFailure
+
+        try:
+            changes = self.tool.changes()
+        except SnapshotError as exc:
+            return Verdict(reward=0.0, passed=False, error=str(exc))
+        except WorkspaceFailure as exc:
+            return Verdict(reward=0.0, passed=False, details={"failed": [str(exc)]})
+        paths = self.tool.workspace_paths()
+        if isinstance(paths, str):
+            return Verdict(reward=0.0, passed=False, error=paths)
+        return judge(
+            self.tool.sandbox,
+            self.workspaces.archive(task),
+            changes,
+            task,
+            self.workspaces.test_files(task),
+            paths=paths,
+            reward=self.reward,
+            python=self.python,
+            timeout=self.timeout,
+            test_timeout=self.test_timeout,
+        )
+
+
+def judge(
+    sandbox: Sandbox,
+    archive: bytes,
+    changes: Changes,
+    task: Task,
+    test_files: Mapping[str, bytes | None],
+    *,
+    paths: tuple[str, str] = ("/tmp/testbed", "/testbed"),
+    reward: str = "resolved",
+    python: str = "python3",
+    timeout: float = DEFAULT_TIMEOUT,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> Verdict:
+    """The verdict on ``changes`` for a task with ``fail_to_pass`` / ``pass_to_pass`` in its data."""
+    f2p, p2p = list(task.data["fail_to_pass"]), list(task.data["pass_to_pass"])
+    run = run_tests(
+        sandbox,
+        archive,
+        changes,
+        f2p + p2p,
+        test_files=test_files,
+        paths=paths,
+        python=python,
+        timeout=timeout,
+        test_timeout=test_timeout,
+    )
+    details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
+    if run.error is not None:
+        details["output"] = run.output[-1500:]
+        return Verdict(reward=0.0, passed=False, details=details, error=run.error)
+    failed = [t for t in f2p + p2p if run.outcomes.get(t) != "passed"]
+    passed = len(f2p) + len(p2p) - len(failed)
+    total = max(len(f2p) + len(p2p), 1)
+    details.update(
+        fail_to_pass={t: run.outcomes[t] for t in f2p},
+        pass_to_pass_failed={t: run.outcomes[t] for t in p2p if t in failed},
+        tests_passed=f"{passed}/{len(f2p) + len(p2p)}",
+    )
+    if failed:
+        details["output"] = run.output[-1500:]
+    value = (0.0 if failed else 1.0) if reward == "resolved" else passed / total
+    return Verdict(reward=value, passed=not failed, details=details)
