@@ -41,7 +41,7 @@ import toolgym
 from toolgym.envs.swe import SWE_LIMITS, swe_oracle
 from toolgym.envs.swe_repos import shared_repo_store
 from toolgym.rewards.swe import FileChanges, run_tests
-from toolgym.sandbox.shared import shared_terminal_sandbox
+from toolgym.sandbox.shared import shared_test_sandbox
 from toolgym.testing.swe import FIXED, sample_row
 from toolgym.tools.bash import BashTool
 
@@ -151,7 +151,7 @@ def test_judged_episodes(benchmark, store):
 def test_judge_against_bare_tests(benchmark, store):
     root, row = store
     snap = shared_repo_store(root).snapshot(row["repo"], row["base_commit"], row["patch"], row["test_patch"])
-    box = shared_terminal_sandbox()
+    box = shared_test_sandbox()
     gold = FileChanges.of(snap.gold_files)
 
     def judge():

@@ -43,6 +43,7 @@ PAGES = (
     "envs/reasoning-gym.md",
     "envs/sql.md",
     "envs/terminal.md",
+    "envs/swe.md",
 )
 README_BLOCKS = set(re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL))
 #: a line of an example -> the test that runs that example, in its own way
@@ -71,7 +72,7 @@ EXAMPLES = examples()
 def test_the_env_pages_show_sample_episodes():
     shown = {name.split(":")[0] for name, _, output in EXAMPLES if output is not None}
     pages = ("calculator", "math", "python-code", "search", "search-multihop", "reasoning-gym", "sql")
-    pages += ("terminal",)
+    pages += ("terminal", "swe")
     assert shown >= {f"envs/{page}.md" for page in pages}
 
 

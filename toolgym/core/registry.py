@@ -37,6 +37,9 @@ class EnvSpec:
     description: str = ""
     oracle: Oracle | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: a scripted wrong solution, for an env whose verifier judges the work rather than the answer (the
+    #: default wrong solution, the oracle's tool calls with a wrong answer, is right there)
+    wrong: Oracle | None = None
 
 
 ENVS: dict[str, EnvSpec] = {}
@@ -53,11 +56,13 @@ def register_env(
     task_source: str = "",
     description: str = "",
     oracle: Oracle | None = None,
+    wrong: Oracle | None = None,
     **kwargs: Any,
 ) -> Callable[[_F], _F]:
     """Decorator for an env factory: ``@register_env("ns/Name-v0", tools=[...], description=...)``.
 
-    ``kwargs`` become the factory's defaults in ``gym.make``. Registering an id twice with a different
+    ``kwargs`` become the factory's defaults in ``gym.make``. ``wrong``: a scripted wrong solution, where
+    the oracle's tool calls with a wrong answer are not one (a verifier that judges the work). Registering an id twice with a different
     factory is an error (two packages claiming one id); re-registering the same factory is a no-op.
     """
     if "/" not in env_id:
@@ -67,7 +72,9 @@ def register_env(
         existing = ENVS.get(env_id)
         if existing is not None and _qualname(existing.factory) != _qualname(factory):
             raise ValueError(f"env {env_id!r} is already registered by {_qualname(existing.factory)}")
-        ENVS[env_id] = EnvSpec(env_id, factory, tuple(tools), task_source, description, oracle, dict(kwargs))
+        ENVS[env_id] = EnvSpec(
+            env_id, factory, tuple(tools), task_source, description, oracle, dict(kwargs), wrong
+        )
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=factory, kwargs=dict(kwargs))
         return factory

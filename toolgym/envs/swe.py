@@ -41,7 +41,14 @@ from toolgym.envs.swe_tasks import (
     procedural_source,
     row_source,
 )
-from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, FileChanges, SWEJudge, judge
+from toolgym.rewards.swe import (
+    DEFAULT_TEST_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    FileChanges,
+    SWEJudge,
+    judge,
+    test_sandbox_for,
+)
 from toolgym.sandbox.limits import MiB
 from toolgym.tools.bash import TERMINAL_LIMITS, BashTool
 from toolgym.tools.editor import EditorTool
@@ -132,6 +139,11 @@ def swe_oracle(task: Task) -> Sequence[ToolCall | str]:
     return [*steps, "Applied the fix."]
 
 
+def swe_wrong(task: Task) -> Sequence[ToolCall | str]:
+    """A wrong solution: a look at the repository, then the answer, with the bug left in place."""
+    return [ToolCall(name="bash", arguments={"command": "git status --short; ls"}), "Fixed it."]
+
+
 def validator(spaces: SWEWorkspaces, bash: BashTool, python: str, timeout: float, test_timeout: float):
     """SWE-bench's validation of a row, on this machine: the gold patch passes every listed test, and the
     unpatched repository fails a FAIL_TO_PASS test. Returns why a row fails it (None: it holds)."""
@@ -140,7 +152,7 @@ def validator(spaces: SWEWorkspaces, bash: BashTool, python: str, timeout: float
         paths = bash.workspace_paths()
         if isinstance(paths, str):
             return f"the sandbox cannot hold its workspace: {paths}"
-        sandbox, archive, tests = bash.sandbox, spaces.archive(task), spaces.test_files(task)
+        sandbox, archive, tests = test_sandbox_for(bash), spaces.archive(task), spaces.test_files(task)
         options: dict[str, Any] = {
             "paths": paths,
             "python": python,
@@ -175,6 +187,7 @@ def validator(spaces: SWEWorkspaces, bash: BashTool, python: str, timeout: float
     description="Fix an issue in a git repository at /testbed with bash and an editor; the task's own tests "
     "judge the change in a fresh sandbox.",
     oracle=swe_oracle,
+    wrong=swe_wrong,
 )
 def make_swe_env(
     level: int = 1,
@@ -237,4 +250,4 @@ def make_swe_env(
     )
 
 
-__all__ = ["TaskRefused", "make_swe_env", "swe_oracle"]
+__all__ = ["TaskRefused", "make_swe_env", "swe_oracle", "swe_wrong"]

@@ -156,14 +156,14 @@ def mine(
 ) -> MineReport:
     """Mine ``repo`` into SWE-bench-schema rows at ``out`` (JSONL) over the store ``repos`` (module doc).
     ``progress(done, total, what)`` is called per function tried."""
-    from toolgym.sandbox.shared import shared_terminal_sandbox
+    from toolgym.sandbox.shared import shared_test_sandbox
 
     source = Path(repo)
     if not source.is_dir():
         raise FileNotFoundError(f"{repo}: no such directory")
     out = Path(out)
     store = Path(repos) if repos is not None else out.parent / "repos"
-    box = sandbox or shared_terminal_sandbox()
+    box = sandbox or shared_test_sandbox()
     python = python or sys.executable
     name = repo_name(source)
     clone = _store_clone(source, store, name)

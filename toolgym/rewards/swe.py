@@ -141,17 +141,21 @@ class TestRun:
 # Runs in the judge's fresh child after PROCESS_DRIVER: builds the tree, runs the runner, reads its records.
 JUDGE_DRIVER = r"""
 def _tg_judge(ws, shown, python, runner):
-    import hashlib, hmac, tarfile
+    import hashlib, hmac, sys as _sys
     _tg_guard()
     with open("judge.json") as fh:
         cfg = _json.load(fh)
     _os.remove("judge.json")
     _os.makedirs(ws, exist_ok=True)
-    with tarfile.open("testbed.tar") as tar:
-        try:
-            tar.extractall(ws, filter="tar")
-        except TypeError:
-            tar.extractall(ws)
+    try:  # the system's tar is several times faster than tarfile on a repository's thousands of files
+        _sp.run(["tar", "-xf", "testbed.tar", "-C", ws, "--no-same-owner"], check=True, capture_output=True)
+    except (OSError, _sp.CalledProcessError):
+        import tarfile
+        with tarfile.open("testbed.tar") as tar:
+            try:
+                tar.extractall(ws, filter="tar")
+            except TypeError:
+                tar.extractall(ws)
     _os.remove("testbed.tar")
     def put(rel, kind, mode, data):
         path = _os.path.join(ws, rel)
@@ -170,17 +174,54 @@ def _tg_judge(ws, shown, python, runner):
         put(rel, kind, mode, data)
     key = _os.urandom(32)
     rep_r, rep_w = _os.pipe()
+    out_r, out_w = _os.pipe()
+    shown = _os.path.abspath(shown)  # (without the view: the tree in this child's own directory)
     env = {k: v for k, v in _os.environ.items() if not k.startswith("PYTHON")}
     env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
-    proc = _sp.Popen([python, "-I", "-c", runner], stdin=_sp.PIPE, stdout=_sp.PIPE, stderr=_sp.STDOUT,
-                     cwd=shown, env=env, pass_fds=(rep_w,), start_new_session=True)
+    run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
+           "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False)}
+    if python == _sys.executable and "pytest" in _sys.modules:
+        # this interpreter (a fork of a server that imported pytest and its plugins) forks the test process:
+        # what `python -I` with pytest imported first gives, without starting an interpreter
+        exec(runner, globals())
+        _sys.stdout.flush()
+        _sys.stderr.flush()
+        pid = _os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                _os.setsid()
+                null = _os.open(_os.devnull, _os.O_RDONLY)
+                _os.dup2(null, 0)
+                _os.dup2(out_w, 1)
+                _os.dup2(out_w, 2)
+                for fd in (null, out_r, out_w, rep_r):
+                    _os.close(fd)
+                _os.chdir(shown)
+                _os.environ.clear()
+                _os.environ.update(env)
+                code = _tg_pytest(run, key)
+            finally:
+                try:
+                    _sys.stdout.flush()
+                    _sys.stderr.flush()
+                finally:
+                    _os._exit(code)
+        _os.close(out_w)
+        wait = lambda: _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1])
+    else:  # another interpreter: `python -I -c` the runner, its key and settings on its stdin
+        proc = _sp.Popen([python, "-I", "-c", runner + _RUNNER_MAIN], stdin=_sp.PIPE, stdout=out_w,
+                         stderr=_sp.STDOUT, cwd=shown, env=env, pass_fds=(rep_w,), start_new_session=True)
+        _os.close(out_w)
+        try:
+            proc.stdin.write((_json.dumps(dict(run, key=key.hex())) + "\n").encode())
+            proc.stdin.close()
+        except BrokenPipeError:  # it exited before reading its settings: no "ready" record says why
+            pass
+        wait = proc.wait
     _os.close(rep_w)
-    proc.stdin.write((_json.dumps({"key": key.hex(), "fd": rep_w, "root": shown, "ids": cfg["ids"],
-                                   "files": cfg["files"], "test_timeout": cfg["test_timeout"],
-                                   "trace": cfg.get("trace", False)}) + "\n").encode())
-    proc.stdin.close()
     out, records, bad, buf = bytearray(), [], 0, b""
-    fds = [proc.stdout.fileno(), rep_r]
+    fds = [out_r, rep_r]
     while fds:
         for fd in _select.select(fds, [], [])[0]:
             chunk = _os.read(fd, 65536)
@@ -191,7 +232,7 @@ def _tg_judge(ws, shown, python, runner):
             else:
                 out += chunk
                 del out[: max(len(out) - 8000, 0)]
-    code = proc.wait()
+    code = wait()
     _tg_kill_all()
     for line in buf.split(b"\n"):
         sig, _, body = line.partition(b" ")
@@ -202,63 +243,73 @@ def _tg_judge(ws, shown, python, runner):
         else:
             bad += 1
     print(_json.dumps({"records": records, "bad": bad, "exit": code, "out": out.decode("utf-8", "replace")}))
+
+_RUNNER_MAIN = '''
+import json as _j, os as _o, sys as _s
+_cfg = _j.loads(_s.stdin.readline())
+_n = _o.open(_o.devnull, _o.O_RDONLY)
+_o.dup2(_n, 0)
+_s.exit(_tg_pytest(_cfg, bytes.fromhex(_cfg.pop("key"))))
+'''
 """
 
-# Runs as ``python -I -c RUNNER`` in the judge's tree: reads its key, imports pytest, then the repository.
+# The test process: pytest imported before the repository is on sys.path, records signed with ``key``. Run as
+# ``python -I -c`` (another interpreter) or called in a process forked from a server that imported pytest.
 RUNNER = r"""
-import faulthandler, hashlib, hmac, json, os, sys
-cfg = json.loads(sys.stdin.readline())
-_null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_null, 0)
-_key, _fd = bytes.fromhex(cfg.pop("key")), cfg.pop("fd")
-def _send(record, _key=_key, _fd=_fd, _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256, _write=os.write):
-    body = _dumps(record).encode()
-    _write(_fd, _new(_key, body, _sha).hexdigest().encode() + b" " + body + b"\n")
-del _key
-import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
-_wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
-_limit = float(cfg["test_timeout"])
-_root = os.path.realpath(cfg["root"]) + os.sep
-class _Reporter:
-    @pytest.hookimpl(trylast=True)
-    def pytest_collection_modifyitems(self, session, config, items):
-        keep = [i for i in items if _wanted is None or i.nodeid in _wanted]
-        drop = [i for i in items if _wanted is not None and i.nodeid not in _wanted]
-        items[:] = keep
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-        _send({"collected": [i.nodeid for i in keep]})
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item, nextitem):
-        _send({"start": item.nodeid})
-        seen = set()
-        if cfg["trace"]:  # the miner's coverage: which of the repository's functions each test calls
-            def profile(frame, event, arg, seen=seen):
-                if event == "call":
-                    seen.add(frame.f_code)
-            sys.setprofile(profile)
-        faulthandler.dump_traceback_later(_limit, exit=True)
-        yield
-        faulthandler.cancel_dump_traceback_later()
-        if cfg["trace"]:
-            sys.setprofile(None)
-            found = set()
-            for code in seen:
-                path = os.path.realpath(code.co_filename)
-                if path.startswith(_root):
-                    found.add((path[len(_root):], getattr(code, "co_qualname", code.co_name)))
-            _send({"covered": item.nodeid, "functions": sorted(found)})
-    def pytest_runtest_logreport(self, report):
-        crash = getattr(report.longrepr, "reprcrash", None)
-        _send({"id": report.nodeid, "when": report.when, "outcome": report.outcome,
-               "xfail": bool(getattr(report, "wasxfail", None) is not None and report.skipped),
-               "message": getattr(crash, "message", "")[:500] if report.failed else ""})
-    def pytest_sessionfinish(self, session, exitstatus):
-        _send({"finished": int(exitstatus)})
-_send({"ready": True})
-sys.path.insert(0, cfg["root"])  # as `python -m pytest` from the repository's root
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", *cfg["files"]],
-                     plugins=[_Reporter()]))
+def _tg_pytest(cfg, key):
+    import faulthandler, hashlib, hmac, json, os, sys
+    def _send(record, _key=key, _fd=cfg["fd"], _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256,
+              _write=os.write):
+        body = _dumps(record).encode()
+        _write(_fd, _new(_key, body, _sha).hexdigest().encode() + b" " + body + b"\n")
+    del key
+    import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
+    wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
+    limit = float(cfg["test_timeout"])
+    root = os.path.realpath(cfg["root"]) + os.sep
+    trace = cfg["trace"]
+    class _Reporter:
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, session, config, items):
+            keep = [i for i in items if wanted is None or i.nodeid in wanted]
+            drop = [i for i in items if wanted is not None and i.nodeid not in wanted]
+            items[:] = keep
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+            _send({"collected": [i.nodeid for i in keep]})
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_protocol(self, item, nextitem):
+            _send({"start": item.nodeid})
+            seen = set()
+            if trace:  # the miner's coverage: which of the repository's functions each test calls
+                def profile(frame, event, arg, seen=seen):
+                    if event == "call":
+                        seen.add(frame.f_code)
+                sys.setprofile(profile)
+            faulthandler.dump_traceback_later(limit, exit=True)
+            yield
+            faulthandler.cancel_dump_traceback_later()
+            if trace:
+                sys.setprofile(None)
+                found = set()
+                for code in seen:
+                    path = os.path.realpath(code.co_filename)
+                    if path.startswith(root):
+                        found.add((path[len(root):], getattr(code, "co_qualname", code.co_name)))
+                _send({"covered": item.nodeid, "functions": sorted(found)})
+        def pytest_runtest_logreport(self, report):
+            crash = getattr(report.longrepr, "reprcrash", None)
+            _send({"id": report.nodeid, "when": report.when, "outcome": report.outcome,
+                   "xfail": bool(getattr(report, "wasxfail", None) is not None and report.skipped),
+                   "message": getattr(crash, "message", "")[:500] if report.failed else ""})
+        def pytest_sessionfinish(self, session, exitstatus):
+            _send({"finished": int(exitstatus)})
+    _send({"ready": True})
+    sys.path.insert(0, cfg["root"])  # as `python -m pytest` from the repository's root
+    # (plugins imported before pytest started cannot have their asserts rewritten: pytest says so, needlessly)
+    quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    args = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", *quiet, *cfg["files"]]
+    return int(pytest.main(args, plugins=[_Reporter()]))
 """
 
 
@@ -399,6 +450,15 @@ def run_tests(
     )
 
 
+def test_sandbox_for(tool: Any) -> Sandbox:
+    """Where a bash tool's tests run: the process-wide test sandbox (pytest preloaded) when the tool uses the
+    shared terminal sandbox, else the tool's own sandbox (its layers and limits, whatever they are)."""
+    from toolgym.sandbox.shared import shared_test_sandbox
+
+    own = getattr(tool, "own_sandbox", None)
+    return shared_test_sandbox() if own is None else own
+
+
 class WorkspaceSource(Protocol):
     """What the judge needs of a task beyond ``task.data``: its base archive and hidden test files."""
 
@@ -411,7 +471,10 @@ class SWEJudge(Verifier):
     """Judges a SWE episode by running its task's tests on the agent's changes (see the module docstring).
 
     ``tool``: the env's bash tool (whose session holds the workspace); ``workspaces``: the task's base
-    archive and test files; ``reward``: ``"resolved"`` (1 when every listed test passes) or ``"fraction"``."""
+    archive and test files; ``reward``: ``"resolved"`` (1 when every listed test passes) or ``"fraction"``.
+    ``sandbox``: where the tests run; default the process-wide test sandbox (``shared_test_sandbox``: the
+    terminal sandbox's layers, pytest preloaded) when the tool runs on the shared terminal sandbox, else the
+    tool's own."""
 
     name = "swe"
     judges_answer = False  # the tests judge the repository; the answer only says the work is done
@@ -425,11 +488,17 @@ class SWEJudge(Verifier):
         python: str = "python3",
         timeout: float = DEFAULT_TIMEOUT,
         test_timeout: float = DEFAULT_TEST_TIMEOUT,
+        sandbox: Sandbox | None = None,
     ):
         if reward not in ("resolved", "fraction"):
             raise ValueError(f"reward must be 'resolved' or 'fraction', got {reward!r}")
         self.tool, self.workspaces, self.reward = tool, workspaces, reward
         self.python, self.timeout, self.test_timeout = python, timeout, test_timeout
+        self._sandbox = sandbox
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self._sandbox or test_sandbox_for(self.tool)
 
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
         from toolgym.tools.bash import SnapshotError, WorkspaceFailure
@@ -444,7 +513,7 @@ class SWEJudge(Verifier):
         if isinstance(paths, str):
             return Verdict(reward=0.0, passed=False, error=paths)
         return judge(
-            self.tool.sandbox,
+            self.sandbox,
             self.workspaces.archive(task),
             changes,
             task,

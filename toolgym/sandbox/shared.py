@@ -24,6 +24,7 @@ SESSIONS_ENV = "TOOLGYM_SANDBOX_SESSIONS"
 
 _shared: tuple[int, LocalSandbox] | None = None
 _terminal: tuple[int, LocalSandbox] | None = None
+_tests: tuple[int, LocalSandbox] | None = None
 #: where a terminal episode's workspace (``app`` in the run's private /tmp), a Harbor test script and its
 #: logs, and a SWE episode's repository (``testbed``, SWE-bench's path) appear
 TERMINAL_LINKS = {
@@ -93,11 +94,50 @@ def shared_terminal_sandbox() -> LocalSandbox:
         return _terminal[1]
 
 
+def pytest_preload() -> tuple[str, ...]:
+    """The terminal sandbox's modules, plus pytest, the plugins installed for it (``pytest11`` entry points)
+    and their packages, for ``shared_test_sandbox``."""
+    from importlib.metadata import entry_points, packages_distributions
+
+    found = entry_points(group="pytest11")
+    plugins = sorted({ep.module for ep in found})
+    # the packages of the plugins' distributions: a plugin may import its package only when first used (the
+    # hypothesis plugin at the end of every run), which pytest then compiles anew with its asserts rewritten
+    dists = {ep.dist.name for ep in found if ep.dist is not None}
+    tops = {name for name, owners in packages_distributions().items() if dists.intersection(owners)}
+    packages = sorted(({name.split(".")[0] for name in plugins} | tops) - set(plugins))
+    core = (
+        "pytest",
+        "_pytest.main",
+        "_pytest.runner",
+        "_pytest.python",
+        "_pytest.terminal",
+        "_pytest.skipping",
+    )
+    return (*TERMINAL_PRELOAD, "tarfile", "hmac", "faulthandler", *core, *plugins, *packages)
+
+
+def shared_test_sandbox() -> LocalSandbox:
+    """The process-wide sandbox test runs fork from (SWE-v0's judge, the miner): ``shared_terminal_sandbox``'s
+    layers, slots and view links, with pytest and its plugins imported by its fork servers once
+    (``pytest_preload``). A run forks its tests from that warm interpreter instead of starting one: loading
+    pytest's plugins (and the packages they import lazily, with their asserts rewritten) was most of a small
+    suite's two seconds. A module that cannot be imported is left out (``preload_failed`` says why)."""
+    global _tests
+    slots = shared_slots()
+    with _shared_lock:
+        if _tests is None or _tests[0] != os.getpid():
+            sb = LocalSandbox(workers=2, slots=slots, links=TERMINAL_LINKS, preload=pytest_preload())
+            atexit.register(sb.close)
+            _tests = (os.getpid(), sb)
+        return _tests[1]
+
+
 def close_shared_sandbox() -> None:
     """Close the shared sandboxes now (the next ``shared_sandbox()`` starts a new one)."""
-    global _shared, _terminal
+    global _shared, _terminal, _tests
     with _shared_lock:
-        for held in (_shared, _terminal):
+        for held in (_shared, _terminal, _tests):
             if held is not None and held[0] == os.getpid():
                 held[1].close()
-        _shared = _terminal = None
+        _shared = _terminal = _tests = None

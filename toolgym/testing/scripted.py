@@ -81,7 +81,11 @@ def oracle_script(env_id: str, task: Task) -> Sequence[ToolCall | str]:
 
 
 def wrong_script(env_id: str, task: Task) -> Sequence[ToolCall | str]:
-    """The oracle's tool calls followed by a wrong final answer."""
+    """A wrong solution: the env's registered one (an env whose verifier judges the work, not the answer),
+    else the oracle's tool calls followed by a wrong final answer."""
+    wrong = ENVS[env_id].wrong
+    if wrong is not None:
+        return wrong(task)
     *calls, _answer = oracle_script(env_id, task)
     return [*calls, "I do not know."]
 

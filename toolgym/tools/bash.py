@@ -338,6 +338,11 @@ class BashTool(Tool):
     def sandbox(self) -> Sandbox:
         return self._sandbox if self._sandbox is not None else shared_terminal_sandbox()
 
+    @property
+    def own_sandbox(self) -> Sandbox | None:
+        """The sandbox this tool was given (None: the process-wide terminal sandbox)."""
+        return self._sandbox
+
     # -- episodes
 
     def bind_task(self, task: Task) -> None:
