@@ -62,8 +62,9 @@ def register_env(
     """Decorator for an env factory: ``@register_env("ns/Name-v0", tools=[...], description=...)``.
 
     ``kwargs`` become the factory's defaults in ``gym.make``. ``wrong``: a scripted wrong solution, where
-    the oracle's tool calls with a wrong answer are not one (a verifier that judges the work). Registering an id twice with a different
-    factory is an error (two packages claiming one id); re-registering the same factory is a no-op.
+    the oracle's tool calls with a wrong answer are not one (a verifier that judges the work). Registering
+    an id twice with a different factory is an error (two packages claiming one id); re-registering the
+    same factory is a no-op.
     """
     if "/" not in env_id:
         raise ValueError(f"env ids need a namespace, like 'toolgym/{env_id}' or 'mypkg/{env_id}'")
