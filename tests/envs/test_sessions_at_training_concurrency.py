@@ -13,6 +13,7 @@ import toolgym  # noqa: F401 - registers the envs
 from toolgym.rollout.pool import EnvPool
 from toolgym.sandbox import LocalSandbox, shared_sandbox
 from toolgym.sandbox.shared import shared_slots
+from toolgym.testing.scripted import oracle_script
 
 ENV = "toolgym/PythonCode-v0"
 
@@ -84,3 +85,40 @@ def test_a_lost_state_through_the_sandbox_is_infra_not_the_models_error(capped_s
     assert result.status == "infra_error" and "restarted" in obs and "NameError" in obs
     assert env.unwrapped.trajectory.stats()["infra_errors"] == 1.0
     env.close()
+
+
+def test_64_interleaved_swe_episodes_keep_their_repositories_and_are_judged_on_their_own_changes():
+    """SWE-v0 at training concurrency: 64 live episodes leased from the pool, each with its repository in its
+    own session; every one edits the bug's file its own way (half fix it), the turns interleaved, and each
+    reads back only its own edit and is judged on its own changes."""
+    pool = EnvPool()
+    envs = [pool.acquire("toolgym/SWE-v0", {"max_turns": 4}) for _ in range(64)]
+    try:
+        for env in envs:
+            env.reset(seed=0)
+        task = envs[0].unwrapped.task
+        fix = [c for c in oracle_script("toolgym/SWE-v0", task) if not isinstance(c, str)]
+
+        def edit(i: int):
+            env = envs[i]
+            if i % 2 == 0:  # the fix, then a marker
+                for call in fix:
+                    env.step(env.unwrapped.parser.format_call(call))
+            return env.step(f"<bash>echo {i} > mine.txt</bash>")
+
+        def check(i: int):
+            return envs[i].step("<bash>cat mine.txt; ls mine*.txt | wc -l</bash>")[0]
+
+        with ThreadPoolExecutor(16) as threads:
+            list(threads.map(edit, range(64)))
+            seen = list(threads.map(check, range(64)))
+            judged = list(threads.map(lambda i: envs[i].step("<answer>done</answer>"), range(64)))
+        assert [obs.split("\n")[1:3] for obs in seen] == [[str(i), "1"] for i in range(64)]
+        rewards = [reward for _, reward, _, _, _ in judged]
+        assert rewards == [1.0 if i % 2 == 0 else 0.0 for i in range(64)]
+        assert all(info["verdict"].error is None for *_, info in judged)
+        assert shared_sandbox().slots.stats["refused"] == 0
+    finally:
+        for env in envs:
+            pool.release(env)
+        pool.close()

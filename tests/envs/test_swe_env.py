@@ -5,6 +5,11 @@ cannot run are errors, and the procedural world's seeded tasks pass their oracle
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -160,16 +165,11 @@ def test_partial_credit_with_reward_fraction(store):
     e.close()
 
 
-def test_a_judge_that_cannot_run_is_an_error_never_a_zero(store):
+def test_a_judge_that_cannot_run_is_an_error_never_a_zero(store, bare_venv):
     root, _ = store
-    # an interpreter that cannot run pytest: the judge cannot run its tests
-    e = gym.make(
-        "toolgym/SWE-v0",
-        tasks=str(root / "rows.jsonl"),
-        repos=str(root),
-        validate=False,
-        python="/usr/bin/false",
-    )
+    # an interpreter without pytest: the judge cannot run its tests
+    rows = str(root / "rows.jsonl")
+    e = gym.make("toolgym/SWE-v0", tasks=rows, repos=str(root), validate=False, python=bare_venv)
     reward, verdict, _ = play(e, ["done"])
     assert reward == 0.0 and verdict.error and "pytest could not start" in verdict.error
     e.close()
@@ -212,3 +212,63 @@ def test_the_check_kit_passes_swe_v0():
 
     report = check_toolenv("toolgym/SWE-v0", episodes=2, tokenizer=None)
     assert report.ok, report.summary()
+
+
+def make_venv() -> Path:
+    """An empty venv outside /tmp (each sandbox child has a /tmp of its own), readable by sandbox uids."""
+    venv = Path(tempfile.mkdtemp(prefix="toolgym-swe-venv-", dir="/var/tmp"))
+    venv.chmod(0o755)  # (mkdtemp's 0700 would keep the sandbox's uids out, as a closed /root does)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv
+
+
+@pytest.fixture
+def bare_venv():
+    venv = make_venv()
+    yield str(venv)
+    shutil.rmtree(venv, ignore_errors=True)
+
+
+@pytest.fixture
+def venv_with_a_dependency():
+    """A venv outside /tmp (each sandbox child has a /tmp of its own) that sees this interpreter's packages
+    (pytest among them) plus ``calcdeps``, a module only it has."""
+    venv = make_venv()
+    try:
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        site = subprocess.run(
+            [venv / "bin" / "python", "-c", where], check=True, capture_output=True, text=True
+        )
+        site_dir = Path(site.stdout.strip())
+        ours = [p for p in sys.path if p.endswith("site-packages")]
+        (site_dir / "toolgym-test.pth").write_text("\n".join(ours) + "\n")
+        (site_dir / "calcdeps.py").write_text("VERSION = 1\n")
+        yield venv
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_a_repository_runs_with_its_own_interpreter_and_is_refused_without_it(
+    tmp_path, venv_with_a_dependency
+):
+    root = tmp_path / "store"
+    row = sample_row(root, requires="calcdeps")
+    plain = gym.make("toolgym/SWE-v0", tasks=[row], repos=str(root))
+    with pytest.raises(TaskRefused, match=r"gold patch does not pass here.*may lack"):
+        plain.reset(seed=0)
+    plain.close()
+    venv = venv_with_a_dependency
+    e = gym.make(
+        "toolgym/SWE-v0", tasks=[row], repos=str(root), python={"acme/calc": str(venv), "*": sys.executable}
+    )
+    try:
+        reward, verdict, obs = play(e, [bash("python -c 'import calcdeps; print(calcdeps.VERSION)'"), "done"])
+        assert obs[0].startswith("<output>\n1\n") and (reward, verdict.error) == (0.0, None)
+        reward, verdict, _ = play(e, swe_oracle(e.unwrapped.task))
+        assert (reward, verdict.error) == (1.0, None), verdict
+    finally:
+        e.close()
+    with pytest.raises(FileNotFoundError, match="no interpreter there"):
+        gym.make("toolgym/SWE-v0", python=str(tmp_path / "nothing"))
+    with pytest.raises(FileNotFoundError, match="it did not run"):
+        gym.make("toolgym/SWE-v0", python="/usr/bin/false")

@@ -24,8 +24,8 @@ new file, ``rm`` for a removed one), then answers.
 from __future__ import annotations
 
 import difflib
-import sys
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from toolgym.core.registry import register_env
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
+from toolgym.envs.swe_python import interpreter_for, interpreters, sandbox_for
 from toolgym.envs.swe_tasks import (
     WORKSPACE_PATH,
     SWERows,
@@ -144,11 +145,18 @@ def swe_wrong(task: Task) -> Sequence[ToolCall | str]:
     return [ToolCall(name="bash", arguments={"command": "git status --short; ls"}), "Fixed it."]
 
 
-def validator(spaces: SWEWorkspaces, bash: BashTool, python: str, timeout: float, test_timeout: float):
+def validator(
+    spaces: SWEWorkspaces,
+    bash: BashTool,
+    python_for: Callable[[Task], str],
+    timeout: float,
+    test_timeout: float,
+):
     """SWE-bench's validation of a row, on this machine: the gold patch passes every listed test, and the
     unpatched repository fails a FAIL_TO_PASS test. Returns why a row fails it (None: it holds)."""
 
     def check(task: Task) -> str | None:
+        python = python_for(task)
         paths = bash.workspace_paths()
         if isinstance(paths, str):
             return f"the sandbox cannot hold its workspace: {paths}"
@@ -195,7 +203,7 @@ def make_swe_env(
     repos: str | Path | None = None,
     reward: Literal["resolved", "fraction"] = "resolved",
     validate: bool = True,
-    python: str | None = None,
+    python: str | Path | Mapping[str, str] | None = None,
     action_format: str = "xml",
     max_turns: int = 40,
     timeout: float = COMMAND_TIMEOUT,
@@ -208,7 +216,9 @@ def make_swe_env(
     whose tests are hidden). ``tasks``: SWE-bench-schema rows (a .jsonl/.json/.parquet file, a dataset dir or
     object, a list of dicts, or a ``TaskSource``) on the clones under ``repos``. ``reward``: ``"resolved"``
     or ``"fraction"``. ``validate``: check each row's gold patch on this machine when first drawn (module
-    docstring of ``swe_tasks``). ``python``: the interpreter the tests run with (default this one).
+    docstring of ``swe_tasks``). ``python``: the interpreter the tests (and the agent's ``python``) run
+    with: one (an executable or a venv directory) or ``{"owner/name": ..., "*": default}`` per repository
+    (default this one; see ``swe_python``).
     ``timeout``: seconds per shell command; ``judge_timeout`` / ``test_timeout``: the judge's whole run and
     each test. ``tool``: a ``BashTool`` of your own (another sandbox, limits)."""
     if level not in (1, 2, 3):
@@ -219,14 +229,16 @@ def make_swe_env(
         raise FileNotFoundError(f"repos={repos!s}: no such directory (it holds owner__name git clones)")
     if tasks is None and repos is not None:
         raise ValueError("repos= goes with tasks= (the rows whose repositories it holds)")
-    interpreter = python or sys.executable
+    python_for = interpreter_for(python)
     spaces = _workspaces(repos)
     bash = tool or BashTool(
+        sandbox=sandbox_for(interpreters(python)),
         timeout=timeout,
         limits=SWE_LIMITS,
         workspace="testbed",
         workspace_path=WORKSPACE_PATH,
         archive=spaces.archive,
+        path_prefix=None if python is None else lambda task: os.path.dirname(python_for(task)),
     )
 
     def where() -> str | None:
@@ -238,10 +250,10 @@ def make_swe_env(
         source = procedural_source(level, where)
     else:
         rows = tasks if isinstance(tasks, TaskSource) else row_source(tasks)
-        check = validator(spaces, bash, interpreter, judge_timeout, test_timeout) if validate else None
+        check = validator(spaces, bash, python_for, judge_timeout, test_timeout) if validate else None
         source = SWERows(rows, spaces, where, check)
     verifier = SWEJudge(
-        bash, spaces, reward=reward, python=interpreter, timeout=judge_timeout, test_timeout=test_timeout
+        bash, spaces, reward=reward, python=python_for, timeout=judge_timeout, test_timeout=test_timeout
     )
     env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     env_kwargs.setdefault("max_observation_chars", 16_000)

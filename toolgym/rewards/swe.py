@@ -39,7 +39,8 @@ import base64
 import fnmatch
 import json
 import posixpath
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -376,7 +377,7 @@ def run_tests(
     trace: bool = False,
     test_files: Mapping[str, bytes | None] | None = None,
     paths: tuple[str, str] = ("/tmp/testbed", "/testbed"),
-    python: str = "python3",
+    python: str = sys.executable,
     timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
     keep_protected: bool = False,
@@ -485,7 +486,7 @@ class SWEJudge(Verifier):
         workspaces: WorkspaceSource,
         *,
         reward: Literal["resolved", "fraction"] = "resolved",
-        python: str = "python3",
+        python: str | Callable[[Task], str] = sys.executable,
         timeout: float = DEFAULT_TIMEOUT,
         test_timeout: float = DEFAULT_TEST_TIMEOUT,
         sandbox: Sandbox | None = None,
@@ -493,7 +494,8 @@ class SWEJudge(Verifier):
         if reward not in ("resolved", "fraction"):
             raise ValueError(f"reward must be 'resolved' or 'fraction', got {reward!r}")
         self.tool, self.workspaces, self.reward = tool, workspaces, reward
-        self.python, self.timeout, self.test_timeout = python, timeout, test_timeout
+        self.python_for = python if callable(python) else (lambda task: python)
+        self.timeout, self.test_timeout = timeout, test_timeout
         self._sandbox = sandbox
 
     @property
@@ -520,7 +522,7 @@ class SWEJudge(Verifier):
             self.workspaces.test_files(task),
             paths=paths,
             reward=self.reward,
-            python=self.python,
+            python=self.python_for(task),
             timeout=self.timeout,
             test_timeout=self.test_timeout,
         )
@@ -535,7 +537,7 @@ def judge(
     *,
     paths: tuple[str, str] = ("/tmp/testbed", "/testbed"),
     reward: str = "resolved",
-    python: str = "python3",
+    python: str = sys.executable,
     timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
 ) -> Verdict:

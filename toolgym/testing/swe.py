@@ -35,14 +35,17 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def sample_row(store: str | Path, scale: int = 0) -> dict[str, Any]:
-    """Write the ``acme/calc`` clone under ``store`` (see the module docstring) and return its row."""
+def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -> dict[str, Any]:
+    """Write the ``acme/calc`` clone under ``store`` (see the module docstring) and return its row.
+    ``requires``: a module the package imports (a dependency the interpreter must have)."""
     repo = Path(store) / "acme__calc"
     (repo / "calc").mkdir(parents=True, exist_ok=True)
     (repo / "tests").mkdir(exist_ok=True)
     _git(repo, "init", "-q")
     _git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
-    (repo / "calc" / "__init__.py").write_text('"""A tiny calculator."""\n')
+    (repo / "calc" / "__init__.py").write_text(
+        '"""A tiny calculator."""\n' + (f"import {requires}\n" if requires else "")
+    )
     (repo / "calc" / "ops.py").write_text(BUGGY)
     (repo / "tests" / "test_ops.py").write_text(TESTS)
     (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0.1"\n')
