@@ -101,7 +101,7 @@ def test_the_workspace_is_a_git_tree_at_the_base_commit_and_nothing_later(env, s
 
 
 def test_rows_come_from_jsonl_parquet_a_list_and_a_dataset_with_lists_or_json_strings(store, tmp_path):
-    pa = pytest.importorskip("pyarrow")  # (a core dependency: numpy and pyarrow come with toolgym)
+    import pyarrow as pa  # (a dependency of toolgym's own)
     import pyarrow.parquet as pq
 
     root, row = store

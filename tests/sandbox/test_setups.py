@@ -295,6 +295,14 @@ def test_a_child_that_cannot_import_its_packages_makes_errors_not_zeros():
     assert out["tool"][0] == "infra_error" and "broken" in out["tool"][1]
 
 
+def assert_suite_passes(proc: subprocess.CompletedProcess) -> None:
+    """A pytest run in a setup passed: exit 0, and its summary counts passes and no failure."""
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
+        proc.stdout[-4000:] + proc.stderr[-2000:]
+    )
+
+
 RED_TEAM = [
     "tests/security/test_red_team.py",
     "tests/security/test_sql_hostile.py",
@@ -322,11 +330,7 @@ RED_TEAM = [
 )
 def test_the_red_team_suite_in_the_setups_without_namespaces(setup):
     """The whole red-team suite where the filesystem wall is Landlock (no fs_view, no pid namespace)."""
-    proc = run_setup(pytest_args=RED_TEAM, **setup)
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
-        proc.stdout[-4000:] + proc.stderr[-2000:]
-    )
+    assert_suite_passes(run_setup(pytest_args=RED_TEAM, **setup))
 
 
 @pytest.mark.main_suite_only
@@ -336,11 +340,7 @@ def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
     by the subreaper, and a command can end its own session, which is then its failure). In the Docker-like
     setup on a machine whose interpreter lies under /root the tool refuses instead (checked above)."""
     args = ["tests/security/test_shell_escapes.py", *RED_TEAM[2:]]
-    proc = run_setup(pytest_args=args, user=True, install="open", block_userns=True)
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
-        proc.stdout[-4000:] + proc.stderr[-2000:]
-    )
+    assert_suite_passes(run_setup(pytest_args=args, user=True, install="open", block_userns=True))
 
 
 #: SWE-v0 where the sandbox has no view: the repository is the session's own directory (no /testbed), the
@@ -366,8 +366,4 @@ SWE_SUITE = [
 )
 def test_swe_v0_plays_and_judges_without_namespaces(setup):
     """Gold 1, nothing 0, every hack 0, no leak, refusals with reasons: SWE-v0's suites, in the setup."""
-    proc = run_setup(pytest_args=SWE_SUITE, **setup)
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    assert proc.returncode == 0 and " passed" in summary and "failed" not in summary, (
-        proc.stdout[-4000:] + proc.stderr[-2000:]
-    )
+    assert_suite_passes(run_setup(pytest_args=SWE_SUITE, **setup))

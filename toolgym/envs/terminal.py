@@ -32,7 +32,7 @@ from toolgym.envs.base import ToolEnv
 from toolgym.envs.terminal_harbor import harbor_source, run_harbor_tests
 from toolgym.envs.terminal_tasks import KINDS, LEVELS, generate_terminal_task
 from toolgym.rewards.base import Verifier
-from toolgym.tools.bash import DEFAULT_TIMEOUT, BashTool, SnapshotError, Workspace, WorkspaceFailure
+from toolgym.tools.bash import DEFAULT_TIMEOUT, BashTool, Workspace
 from toolgym.tools.editor import EditorTool
 
 SYSTEM_PROMPT = (
@@ -111,12 +111,9 @@ class TerminalVerifier(Verifier):
         self.test_timeout = test_timeout
 
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
-        try:
-            ws = self.tool.snapshot()
-        except SnapshotError as exc:
-            return Verdict(reward=0.0, passed=False, error=str(exc))
-        except WorkspaceFailure as exc:
-            return Verdict(reward=0.0, passed=False, details={"failed": [str(exc)]})
+        ws = self.tool.for_verdict("snapshot")
+        if isinstance(ws, Verdict):
+            return ws
         if "harbor" in task.data:
             timeout = float(task.data["harbor"].get("verifier_timeout") or self.test_timeout)
             return run_harbor_tests(self.tool.sandbox, task, ws, timeout)

@@ -503,14 +503,9 @@ class SWEJudge(Verifier):
         return self._sandbox or test_sandbox_for(self.tool)
 
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
-        from toolgym.tools.bash import SnapshotError, WorkspaceFailure
-
-        try:
-            changes = self.tool.changes()
-        except SnapshotError as exc:
-            return Verdict(reward=0.0, passed=False, error=str(exc))
-        except WorkspaceFailure as exc:
-            return Verdict(reward=0.0, passed=False, details={"failed": [str(exc)]})
+        changes = self.tool.for_verdict("changes")
+        if isinstance(changes, Verdict):
+            return changes
         paths = self.tool.workspace_paths()
         if isinstance(paths, str):
             return Verdict(reward=0.0, passed=False, error=paths)

@@ -27,13 +27,13 @@ import json
 import marshal
 import threading
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
 from toolgym.core.task import Task
 from toolgym.core.text import clip_middle
-from toolgym.core.types import ToolResult
+from toolgym.core.types import ToolResult, Verdict
 from toolgym.sandbox import ExecResult, Limits, Sandbox
 from toolgym.sandbox.driver import PROCESS_DRIVER
 from toolgym.sandbox.limits import MiB
@@ -516,6 +516,17 @@ class BashTool(Tool):
         is killed first, so nothing changes the workspace while (or after) it is read. Raises as
         ``snapshot``; changed files over ``limit`` bytes are a ``WorkspaceFailure``."""
         return Workspace(self._read_back(f"_tg_changes(ws, {limit})"))
+
+    def for_verdict(self, what: Literal["snapshot", "changes"] = "snapshot") -> Workspace | Verdict:
+        """``snapshot()`` or ``changes()`` for a verifier, or the verdict when the workspace cannot be read:
+        lost through the sandbox's doing, a verdict error (untrainable); through the commands' (their session
+        died of its limits, or they left too much), a 0 with the reason."""
+        try:
+            return self.snapshot() if what == "snapshot" else self.changes()
+        except SnapshotError as exc:
+            return Verdict(reward=0.0, passed=False, error=str(exc))
+        except WorkspaceFailure as exc:
+            return Verdict(reward=0.0, passed=False, details={"failed": [str(exc)]})
 
     def _read_back(self, call: str) -> list[list[Any]]:
         """Run a driver call that leaves JSON entries in the session, then read them back in chunks."""
