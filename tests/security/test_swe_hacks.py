@@ -80,6 +80,12 @@ HACKS = {
         ">> calc/__init__.py"
     ),
     "exit the test process at import": "printf 'import os\\nos._exit(0)\\n' >> calc/__init__.py",
+    "the package replaced by a link out of the tree": "rm -rf calc && ln -s /etc calc",
+    "junk written into every descriptor the test process may hold": (
+        'printf \'import os\\nfor fd in range(3, 64):\\n    try:\\n        os.write(fd, b"0 {}\\\\n" * 50000)\\n'
+        "    except OSError:\\n        pass\\n' >> calc/__init__.py"
+    ),
+    "code that takes all the memory": "printf 'hog = b\"x\" * (1800 << 20)\\n' >> calc/__init__.py",
 }
 
 

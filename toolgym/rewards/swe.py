@@ -9,15 +9,18 @@ episode's session (its own private ``/tmp``, its own uid, its own process tree):
 2. the agent's changes are applied, **except** changes to what decides how tests run or what they say
    (``protected``): any test file (``test_*.py``, ``*_test.py``, anything under a ``tests``/``test``
    directory, any file the task's ``test_patch`` touches), every ``conftest.py``, the pytest configuration
-   files (``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``), anything that would shadow pytest
-   or hook the interpreter (``pytest.py``, ``_pytest/``, ``py.py``, ``sitecustomize.py``,
-   ``usercustomize.py``, ``*.pth``) and compiled bytecode (``*.pyc``, which Python loads instead of source).
-   These stay as the base commit has them and are listed in the verdict (``ignored``);
+   files (``pytest.ini``, ``tox.ini``, ``setup.cfg``, ``pyproject.toml``), what would shadow pytest or hook
+   the interpreter from the repository's root (``pytest.py``, ``_pytest/``, ``py.py``, ``sitecustomize.py``,
+   ``usercustomize.py``), ``*.pth`` files and compiled bytecode (``*.pyc``, which Python loads instead of
+   source). These stay as the base commit has them and are listed in the verdict (``ignored``). A change
+   that cannot be made in the judged tree (a file behind a link out of it) is left out and listed too
+   (``unapplied``): what the agent's tree does is never a failure of the judge;
 3. the task's test files are put back as ``test_patch`` leaves them (the hidden tests arrive only now);
 4. pytest runs the listed tests (``FAIL_TO_PASS`` + ``PASS_TO_PASS``) in a subprocess started with
    ``python -I`` (no ``PYTHON*`` variable, no user site) and a clean environment; pytest and its plugins are
    imported **before** the repository goes on ``sys.path``, so no file of the repository stands in for
-   them; each test has a time limit (a hung test fails, the rest still count).
+   them; each test has a time limit (a hung test fails, the rest still count), and the test process an
+   address-space limit below the run's (code that takes all memory fails its tests, not the run).
 5. Outcomes come from a reporter plugin over a pipe that only the judge reads, each record signed with a
    key the runner read from its stdin before any code of the repository was imported. Text the code under
    test prints, files it writes (a forged ``report.json`` or junit XML) and unsigned lines count for
@@ -67,19 +70,12 @@ JUDGE_LIMITS = Limits(
     max_output_total_bytes=64 * MiB,
 )
 
-_PROTECTED_NAMES = {
-    "conftest.py",
-    "pytest.ini",
-    "tox.ini",
-    "setup.cfg",
-    "pyproject.toml",
-    "pytest.py",
-    "py.py",
-    "sitecustomize.py",
-    "usercustomize.py",
-}
+#: pytest's configuration and plugins, wherever they are
+_PROTECTED_NAMES = {"conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"}
+#: what would stand in for pytest or hook the interpreter from the repository's root (on sys.path)
+_PROTECTED_AT_ROOT = {"pytest.py", "py.py", "sitecustomize.py", "usercustomize.py", "_pytest"}
 _PROTECTED_PATTERNS = ("test_*.py", "*_test.py", "*.pth", "*.pyc")
-_PROTECTED_DIRS = {"tests", "test", "_pytest", "__pycache__"}
+_PROTECTED_DIRS = {"tests", "test", "__pycache__"}
 
 
 def protected(path: str, test_paths: Iterable[str] = ()) -> bool:
@@ -89,6 +85,7 @@ def protected(path: str, test_paths: Iterable[str] = ()) -> bool:
     return (
         path in set(test_paths)
         or name in _PROTECTED_NAMES
+        or parts[0] in _PROTECTED_AT_ROOT
         or any(fnmatch.fnmatch(name, pattern) for pattern in _PROTECTED_PATTERNS)
         or bool(_PROTECTED_DIRS.intersection(parts[:-1]))
     )
@@ -137,6 +134,7 @@ class TestRun:
     exit_code: int | None = None
     messages: dict[str, str] = field(default_factory=dict)
     covered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    unapplied: tuple[str, ...] = ()  # changes that could not be made in the judged tree, and why
 
 
 # Runs in the judge's fresh child after PROCESS_DRIVER: builds the tree, runs the runner, reads its records.
@@ -158,10 +156,17 @@ def _tg_judge(ws, shown, python, runner):
             except TypeError:
                 tar.extractall(ws)
     _os.remove("testbed.tar")
+    import shutil
+    real_ws = _os.path.realpath(ws)
     def put(rel, kind, mode, data):
         path = _os.path.join(ws, rel)
-        if _os.path.lexists(path) and not _os.path.isdir(path) or _os.path.islink(path):
+        parent = _os.path.realpath(_os.path.dirname(path))
+        if parent != real_ws and not parent.startswith(real_ws + "/"):
+            raise OSError(f"{rel} lies behind a link out of the tree")
+        if _os.path.islink(path) or _os.path.isfile(path):
             _os.remove(path)
+        elif _os.path.isdir(path):
+            shutil.rmtree(path)
         if kind == "deleted":
             return
         _os.makedirs(_os.path.dirname(path), exist_ok=True)
@@ -171,7 +176,16 @@ def _tg_judge(ws, shown, python, runner):
         with open(path, "wb") as fh:
             fh.write(_b64.b64decode(data))
         _os.chmod(path, mode & 0o777)
-    for rel, kind, mode, data in cfg["changes"] + cfg["tests"]:
+    # the agent's changes (links last, so none is written through); one that cannot be made (a file under
+    # a path its changes made a link, a link out of the tree) is left out and listed, never a judge failure;
+    # the task's test files go in after them, over whatever is there
+    unapplied = []
+    for rel, kind, mode, data in sorted(cfg["changes"], key=lambda e: e[1] == "link"):
+        try:
+            put(rel, kind, mode, data)
+        except OSError as exc:
+            unapplied.append(f"{rel}: {exc.strerror or exc}")
+    for rel, kind, mode, data in cfg["tests"]:
         put(rel, kind, mode, data)
     key = _os.urandom(32)
     rep_r, rep_w = _os.pipe()
@@ -201,6 +215,7 @@ def _tg_judge(ws, shown, python, runner):
                 _os.chdir(shown)
                 _os.environ.clear()
                 _os.environ.update(env)
+                _tg_cap_memory(cfg["memory"])
                 code = _tg_pytest(run, key)
             finally:
                 try:
@@ -212,7 +227,8 @@ def _tg_judge(ws, shown, python, runner):
         wait = lambda: _os.waitstatus_to_exitcode(_os.waitpid(pid, 0)[1])
     else:  # another interpreter: `python -I -c` the runner, its key and settings on its stdin
         proc = _sp.Popen([python, "-I", "-c", runner + _RUNNER_MAIN], stdin=_sp.PIPE, stdout=out_w,
-                         stderr=_sp.STDOUT, cwd=shown, env=env, pass_fds=(rep_w,), start_new_session=True)
+                         stderr=_sp.STDOUT, cwd=shown, env=env, pass_fds=(rep_w,), start_new_session=True,
+                         preexec_fn=lambda: _tg_cap_memory(cfg["memory"]))
         _os.close(out_w)
         try:
             proc.stdin.write((_json.dumps(dict(run, key=key.hex())) + "\n").encode())
@@ -229,7 +245,8 @@ def _tg_judge(ws, shown, python, runner):
             if not chunk:
                 fds.remove(fd)
             elif fd == rep_r:
-                buf += chunk
+                if len(buf) < (64 << 20):  # (records past 64 MiB are junk someone wrote into the pipe)
+                    buf += chunk
             else:
                 out += chunk
                 del out[: max(len(out) - 8000, 0)]
@@ -243,7 +260,14 @@ def _tg_judge(ws, shown, python, runner):
             records.append(_json.loads(body))
         else:
             bad += 1
-    print(_json.dumps({"records": records, "bad": bad, "exit": code, "out": out.decode("utf-8", "replace")}))
+    print(_json.dumps({"records": records, "bad": bad, "exit": code, "out": out.decode("utf-8", "replace"),
+                       "unapplied": unapplied}))
+
+def _tg_cap_memory(limit):
+    # the test process's address space below the run's memory limit: code under test that takes it all
+    # fails its tests with MemoryError, instead of the whole run (and its verdict) being killed
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 _RUNNER_MAIN = '''
 import json as _j, os as _o, sys as _s
@@ -405,6 +429,7 @@ def run_tests(
         "files": files if files is not None else test_files_of(tests or []),
         "test_timeout": test_timeout,
         "trace": trace,
+        "memory": JUDGE_LIMITS.memory_bytes - 512 * MiB,  # (the judge's own process and tar keep the rest)
     }
     files: dict[str, str | bytes] = {"testbed.tar": archive, "judge.json": json.dumps(config)}
     code = (
@@ -448,6 +473,7 @@ def run_tests(
         exit_code=reply["exit"],
         messages=messages,
         covered=covered,
+        unapplied=tuple(reply["unapplied"]),
     )
 
 
@@ -550,6 +576,8 @@ def judge(
         test_timeout=test_timeout,
     )
     details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
+    if run.unapplied:
+        details["unapplied_changes"] = list(run.unapplied)
     if run.error is not None:
         details["output"] = run.output[-1500:]
         return Verdict(reward=0.0, passed=False, details=details, error=run.error)
