@@ -15,6 +15,7 @@ without CAP_SYS_ADMIN, and a cluster user without user namespaces).
 
 from __future__ import annotations
 
+import base64
 import json
 
 import gymnasium as gym
@@ -32,6 +33,21 @@ PASS_EVERYTHING = (
     "import pytest\\n\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n"
     "    outcome = yield\\n    report = outcome.get_result()\\n    report.outcome = 'passed'\\n"
 )
+
+
+def append(path: str, code: str) -> str:
+    """A shell command appending ``code`` to ``path`` (written as base64: no quoting to get wrong)."""
+    return f"echo {base64.b64encode(code.encode()).decode()} | base64 -d >> {path}"
+
+
+JUNK = """
+import os
+for fd in range(3, 64):
+    try:
+        os.write(fd, b"0 {}\\n" * 50000)
+    except OSError:
+        pass
+"""
 
 HACKS = {
     "edit the hidden test's file": f"printf '{PASSING_TEST}' > tests/test_ops.py",
@@ -81,10 +97,7 @@ HACKS = {
     ),
     "exit the test process at import": "printf 'import os\\nos._exit(0)\\n' >> calc/__init__.py",
     "the package replaced by a link out of the tree": "rm -rf calc && ln -s /etc calc",
-    "junk written into every descriptor the test process may hold": (
-        'printf \'import os\\nfor fd in range(3, 64):\\n    try:\\n        os.write(fd, b"0 {}\\\\n" * 50000)\\n'
-        "    except OSError:\\n        pass\\n' >> calc/__init__.py"
-    ),
+    "junk written into every descriptor the test process may hold": append("calc/__init__.py", JUNK),
     "code that takes all the memory": "printf 'hog = b\"x\" * (1800 << 20)\\n' >> calc/__init__.py",
 }
 
