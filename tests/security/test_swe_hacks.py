@@ -138,6 +138,7 @@ def test_a_hack_instead_of_a_fix_scores_zero(env, hack):
         "a conftest.py that passes everything",
         "forged reports where a runner writes them",
         "tox.ini pytest settings",
+        "junk written into every descriptor the test process may hold",
     ],
 )
 def test_the_gold_patch_with_a_hack_beside_it_still_scores_one(env, hack):
@@ -145,4 +146,4 @@ def test_the_gold_patch_with_a_hack_beside_it_still_scores_one(env, hack):
     fix = list(swe_oracle(env.unwrapped.task))[:-1]  # the gold patch's edits, without its answer
     reward, verdict = play(env, [*fix, sh(HACKS[hack]), "done"])
     assert (reward, verdict.error) == (1.0, None), verdict
-    assert verdict.details["ignored_changes"] or hack.startswith("forged")
+    assert verdict.details["ignored_changes"] or hack.startswith(("forged", "junk"))
