@@ -350,8 +350,10 @@ def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
 SWE_SUITE = [
     "tests/security/test_swe_hacks.py",
     "tests/envs/test_swe_env.py",
+    # (the hacks, gold and nothing, the history and the store out of sight, a judge that cannot run; the rest
+    # of the env's tests, row formats and refusals, do not depend on the sandbox's layers)
     "-k",
-    "not procedural",
+    "hack or gold_patch or git_tree or cannot_run or own_interpreter",
     *RED_TEAM[2:],
 ]
 
