@@ -404,18 +404,14 @@ def run_tests(
     python: str = sys.executable,
     timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
-    keep_protected: bool = False,
 ) -> TestRun:
     """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
-    child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at;
-    ``keep_protected``: apply changes to protected paths too (the miner's own runs, never an agent's).
+    child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at.
     ``tests=None`` runs every test pytest collects from ``files`` (default: the repository's own
     configuration decides); ``trace`` records which functions each test calls (the miner's coverage)."""
     test_files = dict(test_files or {})
     ignored = sorted(
-        rel
-        for rel in (*changes.files, *changes.links, *changes.deleted)
-        if not keep_protected and protected(rel, test_files)
+        rel for rel in (*changes.files, *changes.links, *changes.deleted) if protected(rel, test_files)
     )
     kept = [e for e in _entries(changes) if e[0] not in set(ignored)]
     put_back = [
