@@ -67,6 +67,9 @@ def write_repo(root, tests=TESTS, git=True):
     (root / "shapes" / "__init__.py").write_text("")
     (root / "shapes" / "area.py").write_text(SOURCE)
     (root / "tests" / "test_area.py").write_text(tests)
+    (root / "tests" / "test_other.py").write_text(
+        "def test_unrelated():\n    assert sorted([2, 1]) == [1, 2]\n"
+    )
     if git:
         env = {
             "GIT_AUTHOR_NAME": "a",
@@ -94,7 +97,11 @@ def test_a_mined_repository_s_tasks_play_and_its_bugs_live_in_the_store(tmp_path
     out = tmp_path / "mined" / "rows.jsonl"
     assert main(["swe", "mine", str(repo), "--out", str(out), "--max-tasks", "2", "--seed", "1"]) == 0
     printed = capsys.readouterr()
-    assert "2 tasks written" in printed.out and "refs/toolgym/mined" in printed.out
+    assert (
+        "2 tasks written" in printed.out
+        and "5 passing tests" in printed.out
+        and "refs/toolgym/mined" in printed.out
+    )
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 2 and all(r["repo"] == "geo/shapes" for r in rows)
     clone = tmp_path / "mined" / "repos" / "geo__shapes"
@@ -107,8 +114,10 @@ def test_a_mined_repository_s_tasks_play_and_its_bugs_live_in_the_store(tmp_path
     status = subprocess.run(["git", "status", "--short"], cwd=repo, capture_output=True, text=True).stdout
     assert (after, status) == (head, "")
     for row in rows:
-        f2p = json.loads(row["FAIL_TO_PASS"])
-        assert f2p and set(f2p).isdisjoint(json.loads(row["PASS_TO_PASS"]))
+        f2p, p2p = json.loads(row["FAIL_TO_PASS"]), json.loads(row["PASS_TO_PASS"])
+        assert f2p and set(f2p).isdisjoint(p2p)
+        # PASS_TO_PASS is the whole suite's passing rest, a test file that never calls the function included
+        assert "tests/test_other.py::test_unrelated" in p2p and len(f2p) + len(p2p) == 5
         assert row["mutation"].split(" in ")[0] not in row["problem_statement"]  # the fix is not named
     env = gym.make("toolgym/SWE-v0", tasks=str(out), repos=str(clone.parent))
     for seed in range(2):

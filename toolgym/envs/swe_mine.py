@@ -10,8 +10,8 @@ suite, without Docker.
 3. For each function the tests call (outside the tests), single-point mutations
    (``toolgym.envs.swe_mutate``) are tried in a seeded order, up to ``per_function`` kept per function: a
    mutant runs the test files that call the function, in the sandbox, and is kept when at least one of their
-   tests fails (those are ``FAIL_TO_PASS``; the rest of those files' tests, passing on both,
-   ``PASS_TO_PASS``).
+   tests fails; a kept one then runs the whole suite: the tests it breaks are ``FAIL_TO_PASS``, every other
+   test that passed clean ``PASS_TO_PASS`` (as SWE-bench's are: a fix that breaks another file is seen).
 4. Each kept mutant becomes a commit in the store's clone, child of the clean commit, holding the bug: the
    row's ``base_commit``. It is kept reachable by ``refs/toolgym/mined/<instance>`` (**the buggy states live
    there**: in the store's clone, not in your repository). ``patch`` is the fix (the bug's reverse);
@@ -215,9 +215,15 @@ def mine(
             run = run_tests(box, archive, FileChanges.of({path: buggy}), suite, **options)
             if run.error:
                 continue
+            if all(o == "passed" for o in run.outcomes.values()):
+                continue  # an equivalent mutant (or one the tests do not see)
+            # a bug the tests that call the function see: the whole suite says what it breaks and what holds
+            run = run_tests(box, archive, FileChanges.of({path: buggy}), passing, **options)
+            if run.error:
+                continue
             broken = {t: o for t, o in run.outcomes.items() if o != "passed"}
             if not broken:
-                continue  # an equivalent mutant (or one the tests do not see)
+                continue
             index = len(report.rows) + 1
             instance = f"{name.replace('/', '__')}.toolgym-mined.{index}"
             commit = _commit_with(clone, base, path, buggy, f"toolgym mined bug {index}")
@@ -231,7 +237,7 @@ def mine(
                     "test_patch": "",
                     "problem_statement": _statement(name, broken, run),
                     "FAIL_TO_PASS": json.dumps(sorted(broken)),
-                    "PASS_TO_PASS": json.dumps(sorted(t for t in suite if t not in broken)),
+                    "PASS_TO_PASS": json.dumps(sorted(t for t in passing if t not in broken)),
                     "created_from": base,
                     "mutation": f"{mutation.kind} in {path}:{function}",
                 }
