@@ -28,7 +28,6 @@ import json
 import random
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.envs.swe_mutate import Mutation, apply_mutation, mutations_of
-from toolgym.envs.swe_repos import RepoUnavailable, git, shared_repo_store
+from toolgym.envs.swe_repos import git, shared_repo_store
 from toolgym.rewards.swe import FileChanges, TestRun, protected, run_tests, test_files_of
 from toolgym.sandbox import Sandbox
 
@@ -78,11 +77,7 @@ def _store_clone(source: Path, store: Path, name: str) -> Path:
         return clone
     store.mkdir(parents=True, exist_ok=True)
     if (source / ".git").exists():
-        subprocess.run(
-            ["git", "clone", "-q", "--no-hardlinks", str(source.resolve()), str(clone)],
-            check=True,
-            capture_output=True,
-        )
+        git(["clone", "-q", "--no-hardlinks", str(source.resolve()), str(clone)], store)
     else:
         shutil.copytree(source, clone, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
         git(["init", "-q"], clone)
@@ -97,23 +92,14 @@ def _commit_with(clone: Path, parent: str, path: str, text: str, message: str) -
     entry = git(["ls-tree", parent, "--", path], clone).split()
     mode = entry[0] if entry else "100644"
     index = clone / ".git" / "toolgym-mine-index"
-    env_index = {"GIT_INDEX_FILE": str(index)}
+    env = {"GIT_INDEX_FILE": str(index)}
     try:
-        _git_env_run(["read-tree", parent], clone, env_index)
-        _git_env_run(["update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}"], clone, env_index)
-        tree = _git_env_run(["write-tree"], clone, env_index).strip()
+        git(["read-tree", parent], clone, env=env)
+        git(["update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}"], clone, env=env)
+        tree = git(["write-tree"], clone, env=env).strip()
     finally:
         index.unlink(missing_ok=True)
     return git(["commit-tree", tree, "-p", parent, "-m", message], clone).strip()
-
-
-def _git_env_run(args: list[str], cwd: Path, extra: dict[str, str]) -> str:
-    from toolgym.envs.swe_repos import _git_env
-
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env={**_git_env(str(cwd)), **extra})
-    if proc.returncode != 0:
-        raise RepoUnavailable(f"git {args[0]} failed: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout.decode()
 
 
 def _diff(path: str, before: str, after: str) -> str:

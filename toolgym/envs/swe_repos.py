@@ -76,8 +76,16 @@ def _git_env(home: str) -> dict[str, str]:
     }
 
 
-def git(args: list[str], cwd: str | Path, *, stdin: bytes | None = None, check: bool = True) -> str:
-    """Run ``git ARGS`` in ``cwd``; ``RepoUnavailable`` with git's message when it fails (``check``)."""
+def git(
+    args: list[str],
+    cwd: str | Path,
+    *,
+    stdin: bytes | None = None,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> str:
+    """Run ``git ARGS`` in ``cwd``; ``RepoUnavailable`` with git's message when it fails (``check``).
+    ``env``: variables beside git's own clean environment (``GIT_INDEX_FILE``)."""
     if shutil.which("git") is None:
         raise RepoUnavailable("SWE-v0 builds its workspaces with git, and no git is on PATH")
     proc = subprocess.run(
@@ -85,7 +93,7 @@ def git(args: list[str], cwd: str | Path, *, stdin: bytes | None = None, check: 
         cwd=cwd,
         input=stdin,
         capture_output=True,
-        env=_git_env(str(cwd)),
+        env={**_git_env(str(cwd)), **(env or {})},
         timeout=600,
     )
     if check and proc.returncode != 0:
@@ -176,13 +184,7 @@ class RepoStore:
         clone = self.clone_dir(repo)
         if not re.fullmatch(r"[0-9a-f]{7,64}", commit or ""):
             raise RepoUnavailable(f"repository {repo}: base commit {commit!r} is not a commit id")
-        found = subprocess.run(
-            ["git", "cat-file", "-e", f"{commit}^{{commit}}"],
-            cwd=clone,
-            capture_output=True,
-            env=_git_env(str(clone)),
-        )
-        if found.returncode != 0:
+        if git(["cat-file", "-t", commit], clone, check=False).strip() != "commit":
             raise RepoUnavailable(f"repository {repo}: the base commit {commit} is not in {clone}")
 
     def snapshot(self, repo: str, commit: str, patch: str = "", test_patch: str = "") -> RepoSnapshot:

@@ -34,7 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolgym.core.task import FieldMap, FiniteSource, ListSource, Task, TaskSource, hf_source, load_tasks
+from toolgym.core.task import (
+    FieldMap,
+    FiniteSource,
+    ListSource,
+    ProceduralSource,
+    Task,
+    TaskSource,
+    hf_source,
+    load_tasks,
+)
 from toolgym.envs.swe_repos import RepoUnavailable, cached_files_archive, shared_repo_store
 
 if TYPE_CHECKING:
@@ -325,11 +334,5 @@ class SWEWorkspaces:
 
 
 def procedural_source(level: int, where: Callable[[], str | None]) -> TaskSource:
-    from functools import partial
-
-    from toolgym.core.task import ProceduralSource
-
-    def make(seed: int, level: int) -> Task:
-        return procedural_task(seed, level, where())
-
-    return ProceduralSource(f"swe-L{level}", partial(make, level=level))
+    """The procedural world's tasks at ``level`` (ids ``swe-L<level>/<seed>``)."""
+    return ProceduralSource(f"swe-L{level}", lambda seed: procedural_task(seed, level, where()))

@@ -34,6 +34,7 @@ from pathlib import Path
 from toolgym.core.task import ListSource, Task
 from toolgym.core.types import Verdict
 from toolgym.sandbox import Sandbox
+from toolgym.sandbox.driver import last_json
 from toolgym.tools.bash import SHELL_DRIVER, TERMINAL_LIMITS, WORKSPACE_PATH, Workspace
 
 log = logging.getLogger("toolgym.envs.terminal")
@@ -254,10 +255,7 @@ def run_harbor_tests(sandbox: Sandbox, task: Task, ws: Workspace, timeout: float
     )
     limits = TERMINAL_LIMITS.model_copy(update={"timeout_s": timeout + 10})
     res = sandbox.run(code, files=files, limits=limits)
-    try:
-        reply = json.loads(res.stdout.rstrip("\n").rsplit("\n", 1)[-1]) if res.status == "ok" else None
-    except ValueError:
-        reply = None
+    reply = last_json(res.stdout) if res.status == "ok" else None
     if reply is None:
         return Verdict(
             reward=0.0,

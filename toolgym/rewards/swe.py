@@ -51,7 +51,7 @@ from toolgym.core.task import Task
 from toolgym.core.types import Trajectory, Verdict
 from toolgym.rewards.base import Verifier
 from toolgym.sandbox import Limits, Sandbox
-from toolgym.sandbox.driver import PROCESS_DRIVER
+from toolgym.sandbox.driver import PROCESS_DRIVER, last_json
 from toolgym.sandbox.limits import GiB, MiB
 
 #: seconds for the whole judging run (unpack, apply, every test); past it the verdict is an error
@@ -145,17 +145,7 @@ def _tg_judge(ws, shown, python, runner):
     with open("judge.json") as fh:
         cfg = _json.load(fh)
     _os.remove("judge.json")
-    _os.makedirs(ws, exist_ok=True)
-    try:  # the system's tar is several times faster than tarfile on a repository's thousands of files
-        _sp.run(["tar", "-xf", "testbed.tar", "-C", ws, "--no-same-owner"], check=True, capture_output=True)
-    except (OSError, _sp.CalledProcessError):
-        import tarfile
-        with tarfile.open("testbed.tar") as tar:
-            try:
-                tar.extractall(ws, filter="tar")
-            except TypeError:
-                tar.extractall(ws)
-    _os.remove("testbed.tar")
+    _tg_unpack("testbed.tar", ws)
     import shutil
     real_ws = _os.path.realpath(ws)
     def put(rel, kind, mode, data):
@@ -433,12 +423,8 @@ def run_tests(
     )
     limits = JUDGE_LIMITS.model_copy(update={"timeout_s": timeout, "cpu_s": timeout})
     res = sandbox.run(code, files=files, limits=limits)
-    line = res.stdout.rstrip("\n").rsplit("\n", 1)[-1] if res.status == "ok" else ""
-    try:
-        reply = json.loads(line)
-    except ValueError:
-        reply = None
-    if not isinstance(reply, dict):
+    reply = last_json(res.stdout) if res.status == "ok" else None
+    if reply is None:
         if res.status == "timeout":
             why = f"the test run took longer than {timeout:g} s"
         else:

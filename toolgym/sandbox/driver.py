@@ -5,8 +5,13 @@ trusted side before any command of the model's runs, and is shared by ``toolgym.
 its workspace) and the judges that run tests in a fresh child (SWE-v0's): ``_tg_guard`` makes the driver's
 process undumpable (same-uid commands cannot read its memory or descriptors) and the reaper of orphans, and
 ``_tg_kill_all`` kills every process the commands started, daemons included, so none outlives a call or
-touches a judged tree.
+touches a judged tree; ``_tg_unpack`` unpacks a repository's archive. On the trusted side, ``define_once``
+sends driver code to a session and ``last_json`` reads a driver call's reply.
 """
+
+import base64
+import json
+import marshal
 
 PROCESS_DRIVER = r'''
 import base64 as _b64, json as _json, os as _os, select as _select, subprocess as _sp, time as _time
@@ -62,4 +67,40 @@ def _tg_kill_all():
             return
         _time.sleep(0.001)
 
+def _tg_unpack(archive, ws):
+    # a tar the trusted side sent (a repository, modes and links kept) unpacked into ws, then removed; the
+    # system's tar is several times faster than tarfile on a repository's thousands of files
+    _os.makedirs(ws, exist_ok=True)
+    try:
+        _sp.run(["tar", "-xf", archive, "-C", ws, "--no-same-owner"], check=True, capture_output=True)
+    except (OSError, _sp.CalledProcessError):
+        import tarfile
+        with tarfile.open(archive) as tar:
+            try:
+                tar.extractall(ws, filter="tar")
+            except TypeError:  # Pythons before 3.11.4 have no extraction filters (the archive is ours)
+                tar.extractall(ws)
+    _os.remove(archive)
 '''
+
+
+def last_json(stdout: str) -> dict | None:
+    """The JSON object a driver call printed as its last line (None: it printed none)."""
+    line = stdout.rstrip("\n").rsplit("\n", 1)[-1]
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def define_once(source: str, name: str, marker: str) -> str:
+    """Code that defines ``source`` in a session's globals unless ``marker`` is defined already, from code
+    compiled here, once: the sandbox runs this same interpreter, and unmarshalling costs far less than
+    compiling on every call."""
+    code = base64.b64encode(marshal.dumps(compile(source, name, "exec"))).decode()
+    return (
+        f"if {marker!r} not in globals():\n"
+        "    import marshal as _tg_m, base64 as _tg_b\n"
+        f"    exec(_tg_m.loads(_tg_b.b64decode({code!r})))"
+    )

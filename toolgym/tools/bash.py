@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import json
-import marshal
 import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Literal
@@ -35,7 +34,7 @@ from toolgym.core.task import Task
 from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult, Verdict
 from toolgym.sandbox import ExecResult, Limits, Sandbox
-from toolgym.sandbox.driver import PROCESS_DRIVER
+from toolgym.sandbox.driver import PROCESS_DRIVER, define_once, last_json
 from toolgym.sandbox.limits import MiB
 from toolgym.sandbox.shared import shared_terminal_sandbox
 from toolgym.tools.base import Tool, register_tool
@@ -96,16 +95,7 @@ def _tg_ready(ws, archive):
         return
     _os.makedirs(ws, exist_ok=True)
     if archive and _os.path.exists(archive):
-        try:  # the system's tar is several times faster than tarfile on a repository's thousands of files
-            _sp.run(["tar", "-xf", archive, "-C", ws, "--no-same-owner"], check=True, capture_output=True)
-        except (OSError, _sp.CalledProcessError):
-            import tarfile
-            with tarfile.open(archive) as tar:
-                try:
-                    tar.extractall(ws, filter="tar")
-                except TypeError:  # Pythons before 3.11.4 have no extraction filters (the archive is ours)
-                    tar.extractall(ws)
-        _os.remove(archive)
+        _tg_unpack(archive, ws)
     globals()["_tg_base"] = _tg_manifest(ws)
 
 def _tg_changes(ws, limit):
@@ -227,15 +217,9 @@ def _tg_chunk(start, size):
 '''
 )
 
-# A session defines the driver once (its first call, or the first after a restart) from code compiled here,
-# once per process: the sandbox runs this same interpreter, and unmarshalling costs far less than compiling.
-_DRIVER_CODE = base64.b64encode(marshal.dumps(compile(SHELL_DRIVER, "<bash-driver>", "exec"))).decode()
 _ARCHIVE = ".toolgym-workspace.tar"  # the task's archive in the session's dir, until _tg_ready unpacks it
-_DEFINE = (
-    "if '_tg_snapshot' not in globals():\n"
-    "    import marshal as _tg_m, base64 as _tg_b\n"
-    f"    exec(_tg_m.loads(_tg_b.b64decode({_DRIVER_CODE!r})))"
-)
+#: defines the driver in a session, once (its first call, or the first after a restart)
+_DEFINE = define_once(SHELL_DRIVER, "<bash-driver>", "_tg_snapshot")
 
 
 class Workspace:
@@ -467,7 +451,7 @@ class BashTool(Tool):
         if res.session_reset:
             self._note_loss(res.detail or "the session restarted", res.infra_reset)
         meta = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
-        reply = _last_json(res.stdout) if res.status == "ok" else None
+        reply = last_json(res.stdout) if res.status == "ok" else None
         if reply is None and res.status in _SESSION_DIED_OF_ITS_COMMANDS and not res.infra_reset:
             # the session's process tree hit its memory or disk limit, or a command killed or stopped it
             self._note_loss(res.detail or res.status, infra=False)
@@ -535,7 +519,7 @@ class BashTool(Tool):
             raise SnapshotError(str(self.workspace_paths()))
         session = self._current_session()
         res = self.run_in_session(code, timeout=60.0)
-        reply = _last_json(res.stdout) if res.status == "ok" else None
+        reply = last_json(res.stdout) if res.status == "ok" else None
         if self._lost and self._lost_infra:
             raise SnapshotError(f"the workspace was lost during the episode: {self._lost}")
         if self._lost:
@@ -560,12 +544,3 @@ class BashTool(Tool):
 _EMPTY = Task(id="", prompt="")
 #: statuses of a session call whose session died of what its commands did (not the sandbox's failure)
 _SESSION_DIED_OF_ITS_COMMANDS = ("killed", "memory", "output_limit", "timeout")
-
-
-def _last_json(stdout: str) -> dict | None:
-    line = stdout.rstrip("\n").rsplit("\n", 1)[-1]
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None

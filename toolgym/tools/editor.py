@@ -23,9 +23,7 @@ written with the workspace's path still reach the workspace. Output is cut in th
 
 from __future__ import annotations
 
-import base64
 import json
-import marshal
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
@@ -33,6 +31,7 @@ from pydantic import BaseModel, Field
 from toolgym.core.task import Task
 from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult
+from toolgym.sandbox.driver import define_once, last_json
 from toolgym.tools.base import Tool, register_tool
 from toolgym.tools.bash import MAX_OUTPUT_CHARS, BashTool
 
@@ -222,12 +221,7 @@ def _tg_find_all(text, sub):
         at = text.find(sub, at + 1)
 '''
 
-_EDITOR_CODE = base64.b64encode(marshal.dumps(compile(EDITOR_DRIVER, "<editor-driver>", "exec"))).decode()
-_DEFINE_EDITOR = (
-    "if '_tg_edit' not in globals():\n"
-    "    import marshal as _tg_m, base64 as _tg_b\n"
-    f"    exec(_tg_m.loads(_tg_b.b64decode({_EDITOR_CODE!r})))"
-)
+_DEFINE_EDITOR = define_once(EDITOR_DRIVER, "<editor-driver>", "_tg_edit")
 
 
 @register_tool
@@ -296,11 +290,7 @@ class EditorTool(Tool):
         if code is None:
             return ToolResult(name=self.name, status="infra_error", output=f"[sandbox error: {paths}]")
         res = self.bash.run_in_session(code, timeout=60.0)
-        line = res.stdout.rstrip("\n").rsplit("\n", 1)[-1] if res.status == "ok" else ""
-        try:
-            reply = json.loads(line)
-        except ValueError:
-            reply = None
+        reply = last_json(res.stdout) if res.status == "ok" else None
         meta = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
         if not isinstance(reply, dict):
             why = res.detail or res.stderr[-300:] or res.status
