@@ -2,8 +2,8 @@
 
 The peers (LiveCodeBench, DeepCoder, NeMo-Gym's ``code_gen``) run each test as a new ``python`` subprocess
 with ``input=`` and a timeout, without isolation. toolgym runs each test as a fresh child of a warm fork
-server with every isolation layer on, and compares outputs outside it (``toolgym.rewards.code_io``). Both
-judge the same 200 tests (a program that is right on most inputs and wrong on some), two at a time (the
+server with every isolation layer on, and compares outputs outside it (``toolgym.rewards.code.io_tests``).
+Both judge the same 200 tests (a program that is right on most inputs and wrong on some), two at a time (the
 sandbox's 2 workers; a thread pool of 2 for the peers), in one run; the verdicts must agree test by test.
 
 Run::
@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from toolgym.rewards.code_io import outputs_match, run_io_tests
+from toolgym.rewards.code.io_tests import outputs_match, run_io_tests
 from toolgym.sandbox import Limits, LocalSandbox
 
 N = int(os.environ.get("TOOLGYM_BENCH_TESTS", "200"))

@@ -36,7 +36,7 @@ RESULTS: dict[tuple[str, int], list[float]] = {}
 def model_dir(tmp_path_factory, request):
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-    from toolgym.testing import tiny_model_path
+    from toolgym.tiny_model import tiny_model_path
 
     path = tmp_path_factory.mktemp("qwen2-360m")
     config = Qwen2Config(

@@ -25,11 +25,11 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 import toolgym  # noqa: F401  (registers the envs)
-from toolgym.core.table import format_table
 from toolgym.rollout.pool import EnvPool
 from toolgym.server.openenv import create_app
 from toolgym.testing.scripted import oracle_script, script_texts
 from toolgym.testing.servers import serve_in_thread
+from toolgym.util.table import format_table
 
 ENV_ID = "toolgym/Calculator-v0"
 CONCURRENCY, ROUNDS, STEPS = 256, 3, 500

@@ -15,7 +15,7 @@ import argparse
 import gymnasium as gym
 import skyrl_gym
 
-from toolgym.rollout.pool import EpisodeKey
+from toolgym.rollout.keys import EpisodeKey
 from toolgym.testing.scripted import oracle_script, script_texts
 from toolgym.trainers.skyrl_adapter import register_all, skyrl_rows
 

@@ -14,7 +14,7 @@ import contextlib
 
 import verifiers.v1 as vf
 
-from toolgym.rollout.pool import EpisodeKey
+from toolgym.rollout.keys import EpisodeKey
 from toolgym.testing.openai_scripted import scripted_chat_app
 from toolgym.testing.scripted import oracle_policy
 from toolgym.testing.servers import serve_in_thread

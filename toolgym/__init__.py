@@ -11,10 +11,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 from toolgym import envs as _builtin_envs  # noqa: F401 - registers the built-in envs
 from toolgym.core.registry import ENVS, load_plugins, register_env
-from toolgym.core.task import FieldMap, ListSource, ProceduralSource, Task, TaskSource, load_tasks
+from toolgym.core.task import ListSource, ProceduralSource, Task, TaskSource
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Verdict
 from toolgym.envs.base import ToolEnv
 from toolgym.envs.compose import make_env
+from toolgym.envs.task_files import FieldMap, load_tasks
 from toolgym.parsers import make_parser, register_parser
 from toolgym.rewards.base import Verifier
 from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool

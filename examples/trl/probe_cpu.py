@@ -32,8 +32,8 @@ def main() -> None:
     from transformers import AutoTokenizer, PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from toolgym.testing import tiny_model_path
     from toolgym.testing.probe import ENV_ENTRY
+    from toolgym.tiny_model import tiny_model_path
     from toolgym.trainers.trl_adapter import env_reward, make_rollout_func, prompt_dataset
     from toolgym.trainers.trl_adapter.launch import reward_table
 

@@ -15,8 +15,9 @@ import gymnasium as gym
 import pytest
 
 import toolgym  # noqa: F401 - registers the envs
-from toolgym.core.task import LazyFileSource, clear_shared_file_sources, shared_file_source
-from toolgym.rollout.pool import EnvPool, draw_task
+from toolgym.envs.task_files import LazyFileSource, clear_shared_file_sources, shared_file_source
+from toolgym.rollout.keys import draw_task
+from toolgym.rollout.pool import EnvPool
 
 MATH = "toolgym/Math-v0"
 

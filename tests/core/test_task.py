@@ -6,16 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from toolgym.core.task import (
-    FieldMap,
-    ListSource,
-    ProceduralSource,
-    Task,
-    hf_source,
-    jsonl_source,
-    load_tasks,
-    parquet_source,
-)
+from toolgym.core.task import ListSource, ProceduralSource, Task
+from toolgym.envs.task_files import FieldMap, hf_source, jsonl_source, load_tasks, parquet_source
 
 ROWS = [
     {"question": "What is 2+3?", "gold": 5, "difficulty": "easy", "qid": "a"},

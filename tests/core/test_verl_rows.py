@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import toolgym  # noqa: F401 - registers the envs
-from toolgym.core.task import verl_file_source
-from toolgym.search.qa_files import qa_source
+from toolgym.envs.qa_tasks import qa_source
+from toolgym.envs.task_files import verl_file_source
 from toolgym.trainers.verl_adapter.export import export_verl
 
 

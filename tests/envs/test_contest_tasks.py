@@ -14,7 +14,7 @@ import pytest
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.envs.code_tasks import code_tasks
 from toolgym.rewards.code import CodeTestsVerifier
-from toolgym.rewards.code_io import outputs_match
+from toolgym.rewards.code.io_tests import outputs_match
 from toolgym.rewards.compute_score import compute_score
 
 STDIN = {

@@ -22,9 +22,9 @@ from toolgym.rewards.code import (
     plan_test,
     run_code_tests,
 )
-from toolgym.rewards.code_harness import BadReply, Unencodable, decode, encode
+from toolgym.rewards.code.harness import BadReply, Unencodable, decode, encode
 from toolgym.rewards.compute_score import compute_score
-from toolgym.rewards.registry import BadVerificationInfo, score
+from toolgym.rewards.scorers import BadVerificationInfo, score
 from toolgym.sandbox import ExecResult, shared_sandbox
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"]

@@ -7,7 +7,7 @@ import pytest
 
 from toolgym.core.types import Verdict
 from toolgym.rewards.compute_score import compute_score, scorer_name_for
-from toolgym.rewards.registry import (
+from toolgym.rewards.scorers import (
     BadVerificationInfo,
     UnknownScorer,
     get_scorer,

@@ -8,7 +8,7 @@ import torch
 from toolgym.rollout.clients.base import Sampling
 from toolgym.rollout.clients.errors import ClientError
 from toolgym.rollout.clients.hf import HFClient
-from toolgym.testing.tiny_model import TINY_MODEL_SPEC, tiny_model_path
+from toolgym.tiny_model.builder import TINY_MODEL_SPEC, tiny_model_path
 
 PROMPTS = [[10, 20, 30, 40], [100, 7, 250, 9, 31], [1200, 3], [5], [42, 43, 44, 45, 46, 47, 48, 49, 50]]
 

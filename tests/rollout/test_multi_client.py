@@ -12,7 +12,7 @@ from toolgym.rollout import Sampling, collect, make_client
 from toolgym.rollout.clients.multi import MultiClient
 from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
 from toolgym.rollout.episode import RolloutConfig
-from toolgym.rollout.pool import draw_task
+from toolgym.rollout.keys import draw_task
 from toolgym.testing.openai_scripted import scripted_completions_app
 from toolgym.testing.scripted import ScriptedClient, oracle_policy
 from toolgym.testing.servers import serve_in_thread

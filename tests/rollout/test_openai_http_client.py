@@ -12,7 +12,7 @@ from toolgym.rollout.clients.base import Sampling
 from toolgym.rollout.clients.errors import ClientError
 from toolgym.rollout.clients.openai_http import OpenAICompletionsClient, completion_request, parse_completion
 from toolgym.testing.servers import free_port, serve_in_thread
-from toolgym.testing.tiny_model import TINY_MODEL_SPEC, tiny_model_path
+from toolgym.tiny_model.builder import TINY_MODEL_SPEC, tiny_model_path
 
 PROMPTS = [[10, 20, 30, 40], [100, 7, 250, 9, 31], [1200, 3]]
 VALID_BODY = {

@@ -11,7 +11,7 @@ import gymnasium as gym
 from toolgym.core.types import Trajectory, Verdict
 from toolgym.rollout import RolloutConfig, load_trajectories
 from toolgym.rollout.evaluate import evaluate, score
-from toolgym.rollout.pool import draw_task
+from toolgym.rollout.keys import draw_task
 from toolgym.testing.openai_scripted import scripted_completions_app
 from toolgym.testing.scripted import ScriptedClient, oracle_policy
 from toolgym.testing.servers import serve_in_thread

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
 from toolgym.search.bm25 import BM25Index
 from toolgym.search.world import KnowledgeWorld
+from toolgym.util.jsonl import read_jsonl
 
 
 def _top3_rate(index: BM25Index, pairs: list[tuple[str, str]]) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 from toolgym.search import world as world_module
 from toolgym.search.world import KINDS, RELATIONS, KnowledgeWorld
-from toolgym.search.world_vocabulary import FIRST, invented_word
+from toolgym.util.world_vocabulary import FIRST, invented_word
 
 _REL = {r.name: r for r in RELATIONS}
 

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from toolgym.rollout.pool import draw_task
+from toolgym.rollout.keys import draw_task
 from toolgym.server.agent import AgentConfig, create_app
 from toolgym.testing.scripted import ScriptedClient, oracle_policy
 from toolgym.testing.servers import serve_in_thread

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from toolgym.core.types import Verdict
-from toolgym.rewards.registry import register_scorer, unregister_scorer
+from toolgym.rewards.scorers import register_scorer, unregister_scorer
 from toolgym.server.reward_client import RewardClient, RewardServerError
 from toolgym.server.rewards import create_app
 from toolgym.testing.servers import free_port, serve_in_thread

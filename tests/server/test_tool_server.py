@@ -15,8 +15,9 @@ import toolgym  # noqa: F401  (registers the envs)
 from toolgym.parsers import make_parser
 from toolgym.sandbox import shared_sandbox
 from toolgym.sandbox.local import wait_until
-from toolgym.server.tools import create_app, main
+from toolgym.server.tools import main
 from toolgym.server.tools_api import ToolServerConfig
+from toolgym.server.tools_app import create_app
 from toolgym.testing.servers import free_port, serve_in_thread
 from toolgym.tools.calculator import Calculator
 from toolgym.tools.python import PythonTool

@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from toolgym.sandbox import LocalSandbox
-from toolgym.server.tools import create_app
 from toolgym.server.tools_api import ToolServerConfig
+from toolgym.server.tools_app import create_app
 from toolgym.testing.servers import serve_in_thread
 
 CLEAR_ERRORS = ("interpreter died", "sandbox error", "session was reset", "could not start the session")

@@ -16,8 +16,8 @@ import pytest
 import toolgym  # noqa: F401  (registers the envs)
 from toolgym.core.types import ToolCall
 from toolgym.sandbox import shared_sandbox
-from toolgym.server.tools import create_app
 from toolgym.server.tools_api import ToolServerConfig
+from toolgym.server.tools_app import create_app
 from toolgym.testing.servers import serve_in_thread
 from toolgym.tools.calculator import Calculator
 from toolgym.tools.remote import RemoteTool, ToolServerClient, ToolServerError
@@ -109,7 +109,7 @@ def test_calculator_env_with_hermes_calls_is_the_same(server):
 def test_a_tool_the_server_does_not_serve_is_an_infra_error_naming_the_fix():
     app = create_app(ToolServerConfig(tools=["calculator"]))
     with serve_in_thread(app) as calc_only:
-        env = gym.make("toolgym/PythonCode-v0", tool_server=ToolServerClient(calc_only, max_retries=0))
+        env = gym.make("toolgym/PythonCode-v0", tool_server=ToolServerClient(calc_only, retries=0))
         env.reset(seed=0)
         _, _, _, _, info = env.step("<python>print(1)</python>")
         (result,) = info["tool_results"]
@@ -120,7 +120,7 @@ def test_a_tool_the_server_does_not_serve_is_an_infra_error_naming_the_fix():
 def test_an_unreachable_server_is_an_infra_error_after_the_retries():
     with serve_in_thread(create_app(ToolServerConfig(tools=["calculator"]))) as url:
         pass  # the server is gone now; its port refuses connections
-    client = ToolServerClient(url, max_retries=2, retry_delay=0.01, timeout=2)
+    client = ToolServerClient(url, retries=2, backoff=0.01, timeout=2)
     tool = RemoteTool(Calculator(), client)
     result = tool(ToolCall(name="calculator", arguments={"expression": "1+1"}))
     assert result.status == "infra_error" and "failed after 3 attempts" in result.output
@@ -130,7 +130,7 @@ def test_an_unreachable_server_is_an_infra_error_after_the_retries():
 
 
 def _mock(handler):
-    return ToolServerClient("http://tools.test", transport=httpx.MockTransport(handler), retry_delay=0.001)
+    return ToolServerClient("http://tools.test", transport=httpx.MockTransport(handler), backoff=0.001)
 
 
 def _ok(request: httpx.Request) -> httpx.Response:

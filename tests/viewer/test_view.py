@@ -21,7 +21,7 @@ from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.evaluate import score
 from toolgym.testing.scripted import ScriptedClient
 from toolgym.viewer import load, write_report
-from toolgym.viewer.episode import build, segments
+from toolgym.viewer.episode_view import build, segments
 
 ENV = "toolgym/Calculator-v0"
 CALL_THEN_ANSWER = ["<calculator>99*603</calculator>", "<answer>59697</answer>"]

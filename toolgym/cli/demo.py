@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import gymnasium as gym
 
-from toolgym.core.kwargs import positive_int
-from toolgym.core.table import format_table
+from toolgym.util.kwargs import positive_int
+from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,11 +43,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         for fmt in sorted(PARSERS):
             env = gym.make(env_id, action_format=fmt)
             inner = env.unwrapped
+            assert isinstance(inner, toolgym.ToolEnv), env_id
             for policy, script_for in (("oracle", oracle_script), ("wrong answer", wrong_script)):
                 summaries = []
                 for seed in range(args.episodes):
                     env.reset(seed=seed)
                     task = inner.task
+                    assert task is not None  # reset drew it
                     summaries.append(play_script(env, script_for(env_id, task), options={"task": task}))
                 mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
                 reward = mean([s.reward for s in summaries])

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from toolgym.core.table import format_table
+from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -81,7 +81,7 @@ def _sandbox_section() -> str:
 
 
 def _tiny_model_section() -> str:
-    from toolgym.testing import tiny_model_path
+    from toolgym.tiny_model import tiny_model_path
 
     try:
         return f"tiny model: {tiny_model_path()} (ready)"

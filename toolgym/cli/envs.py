@@ -9,8 +9,8 @@ from typing import TextIO
 
 import gymnasium as gym
 
-from toolgym.core.kwargs import parse_kwargs, positive_int
-from toolgym.core.table import format_table
+from toolgym.util.kwargs import parse_kwargs, positive_int
+from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from toolgym.core.kwargs import parse_kwargs, positive_int
+from toolgym.util.kwargs import parse_kwargs, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,7 +88,7 @@ def cmd_export_verl(args: argparse.Namespace) -> int:
 
     import pyarrow.parquet as pq
 
-    from toolgym.rollout.pool import EnvRequest
+    from toolgym.rollout.keys import EnvRequest
     from toolgym.trainers.verl_adapter.export import export_verl, prompt_token_lengths
 
     kwargs = parse_kwargs(args.env_kwarg)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.kwargs import parse_kwargs, positive_int
+from toolgym.util.kwargs import env_kwargs_from_args, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,9 +99,9 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_rollout(args: argparse.Namespace) -> int:
     from toolgym.rollout.collect import collect
-    from toolgym.rollout.pool import EnvRequest
+    from toolgym.rollout.keys import EnvRequest
 
-    requests = [EnvRequest(id=e, kwargs=_env_kwargs(args)) for e in args.env]
+    requests = [EnvRequest(id=e, kwargs=env_kwargs_from_args(args)) for e in args.env]
 
     trajectories, summary = _run_with_client(
         args,
@@ -130,12 +130,12 @@ def cmd_rollout(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from toolgym.rollout.evaluate import evaluate
-    from toolgym.rollout.pool import EnvRequest
+    from toolgym.rollout.keys import EnvRequest
 
     report = _run_with_client(
         args,
         lambda client, renderer: evaluate(
-            EnvRequest(id=args.env, kwargs=_env_kwargs(args)),
+            EnvRequest(id=args.env, kwargs=env_kwargs_from_args(args)),
             client,
             renderer,
             _rollout_config(args),
@@ -208,15 +208,6 @@ def _rollout_config(args: argparse.Namespace):
         max_tokens_per_turn=args.max_tokens_per_turn,
         sampling=Sampling(temperature=args.temperature, top_p=args.top_p),
     )
-
-
-def _env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    kwargs = parse_kwargs(args.env_kwarg)
-    if args.action_format:
-        kwargs["action_format"] = args.action_format
-    if args.max_turns:
-        kwargs["max_turns"] = args.max_turns
-    return kwargs
 
 
 __all__ = ["add_eval_arguments", "add_rollout_arguments", "cmd_eval", "cmd_rollout", "register"]

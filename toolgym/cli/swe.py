@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolgym.core.kwargs import positive_int
+from toolgym.util.kwargs import positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,6 +65,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
         print(f"toolgym swe mine: refused: {exc}", file=sys.stderr)
         return 1
     bar.close()
+    assert report.clone is not None  # mine() always names the store's clone
     print(
         f"{report.repo}: {report.tests} passing tests, {report.functions} functions they call, "
         f"{report.mutants_tried} mutants tried, {len(report.rows)} tasks written to {args.out}\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolgym.core.kwargs import positive_int
+from toolgym.util.kwargs import positive_int
 
 #: a self-contained page past this size is slow to open: the command suggests the server
 LARGE_PAGE_MB = 50

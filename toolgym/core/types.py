@@ -1,4 +1,4 @@
-"""The small frozen records that flow through an episode (see DESIGN.md, "The flow of one episode").
+"""The small frozen records that flow through an episode (docs/architecture.md, "One episode, end to end").
 
 They are pydantic models so they validate at the boundaries (tool arguments from model text, task files,
 server bodies) and serialize to JSON for logs and rollouts without extra code.
@@ -157,7 +157,9 @@ class Trajectory(BaseModel):
     def generated_tokens(self) -> int:
         return sum(self.response_mask)
 
-    @computed_field  # serialized, so a JSONL reader sees it without recomputing
+    # serialized, so a JSONL reader sees it without recomputing (mypy does not take a decorator over
+    # @property; pydantic's docs use this ignore)
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def trainable(self) -> bool:
         """False when the reward judges nothing: the episode failed, or its verifier did."""

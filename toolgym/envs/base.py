@@ -15,18 +15,18 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
 from toolgym.core.spaces import AnyText
 from toolgym.core.task import Task, TaskSource
-from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
 from toolgym.parsers.base import ActionParser, to_json
 from toolgym.rewards.base import Verifier, safe_verify
 from toolgym.tools.base import Tool
+from toolgym.util.text import clip_middle
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant that solves tasks by using tools when they help."
 _OPTION_KEYS = frozenset({"task", "task_id"})
@@ -53,7 +53,8 @@ class ToolEnv(gym.Env[str, str]):
             (``gym.make(ID, extra_tools=toolgym.tools.mcp_tools(URL))``); names must not clash.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    # declared as gymnasium.Env declares it, not ClassVar (mypy rejects a ClassVar over its instance variable)
+    metadata: dict[str, Any] = {"render_modes": ["ansi"]}  # noqa: RUF012
 
     def __init__(
         self,
@@ -100,8 +101,8 @@ class ToolEnv(gym.Env[str, str]):
         self.preamble = system_prompt.strip()
         self.system_prompt = "\n\n".join(p for p in (self.preamble, instructions) if p)
         self.render_mode = render_mode
-        self.action_space = AnyText(max_action_chars)
-        self.observation_space = AnyText(1_000_000)
+        self.action_space: AnyText = AnyText(max_action_chars)
+        self.observation_space: AnyText = AnyText(1_000_000)
         self.tool_schemas: list[dict[str, Any]] = [t.schema() for t in tools]
 
         self.task: Task | None = None

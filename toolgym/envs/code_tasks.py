@@ -23,20 +23,10 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.task import (
-    FieldMap,
-    LazyFileSource,
-    ListSource,
-    RowSource,
-    Task,
-    TaskSource,
-    is_verl_layout,
-    jsonl_source,
-    parquet_source,
-    verl_file_source,
-)
+from toolgym.core.task import ListSource, RowSource, Task, TaskSource
 from toolgym.envs.contest_tasks import CONTEST_STYLES, contest_style, contest_task, id_column
-from toolgym.rewards.code_layouts import ground_truth_tests
+from toolgym.envs.task_files import FieldMap, LazyFileSource, is_verl_layout, read_task_file, verl_file_source
+from toolgym.rewards.code.layouts import ground_truth_tests
 
 SUBMIT = (
     "Test your code with the python tool, then give the complete code (the function and the imports it "
@@ -179,7 +169,6 @@ def code_file_source(
     if style is not None and style not in known:
         raise ValueError(f"unknown style {style!r}; known: {', '.join(known)}")
     columns = _columns(path)
-    load = parquet_source if path.suffix == ".parquet" else jsonl_source
     if style is None and is_verl_layout(columns):  # DeepCoder's, prime_code's or toolgym's own verl rows
         return verl_file_source(path).map(lambda task: _verl_code_task(task, max_tests))
     contest = style if style in CONTEST_STYLES else None
@@ -190,7 +179,7 @@ def code_file_source(
             (c for c in CONTEST_STYLES[contest][0] if c in columns), CONTEST_STYLES[contest][0][0]
         )
         fields = FieldMap(prompt=prompt_col, answer=None, id=id_column(columns))
-        return load(path, fields, name=path.stem).map(lambda task: contest_task(task, contest, max_tests))
+        return read_task_file(path, fields).map(lambda task: contest_task(task, contest, max_tests))
     style = style or next((s for s, (_, tests, _) in STYLES.items() if tests in columns), None)
     if style is None:
         wanted = " or ".join(repr(tests) for _, tests, _ in STYLES.values())
@@ -203,7 +192,7 @@ def code_file_source(
     prompt_col = next((c for c in prompts if c in columns), prompts[0])
     answer_col = next((c for c in ("code", "canonical_solution", "solution") if c in columns), None)
     fields = FieldMap(prompt=prompt_col, answer=answer_col, id=id_col if id_col in columns else None)
-    return load(path, fields, name=path.stem).map(lambda task: _normalise(task, tests_col, example_tests))
+    return read_task_file(path, fields).map(lambda task: _normalise(task, tests_col, example_tests))
 
 
 def _verl_code_task(task: Task, max_tests: int | None) -> Task:
@@ -212,7 +201,7 @@ def _verl_code_task(task: Task, max_tests: int | None) -> Task:
     data = task.data
     if data.get("tests") or data.get("io_tests"):
         return task
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+    metadata = given if isinstance(given := data.get("metadata"), Mapping) else {}
     gold = data.get("ground_truth", task.answer)
     try:
         tests = ground_truth_tests(
@@ -262,7 +251,7 @@ def code_tasks(
     if style is not None and style not in known:
         raise ValueError(f"unknown style {style!r}; known: {', '.join(known)}")
     build = partial(code_file_source, style=style, max_tests=max_tests)
-    # read on the first draw, once per process (toolgym.core.task.shared_file_source)
+    # read on the first draw, once per process (toolgym.envs.task_files.shared_file_source)
     return LazyFileSource(
         path, "code", build, missing=_missing_code_file(path), style=style, max_tests=max_tests
     )

@@ -12,8 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolgym.core.task import ListSource, Task, TaskSource, load_tasks
+from toolgym.core.task import ListSource, Task, TaskSource
 from toolgym.envs.base import ToolEnv
+from toolgym.envs.task_files import load_tasks
 from toolgym.parsers.base import ActionParser
 from toolgym.rewards.base import FunctionVerifier, Verifier
 from toolgym.tools.base import Tool, make_tool

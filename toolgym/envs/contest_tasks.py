@@ -17,11 +17,12 @@ style              columns
 =================  ==========================================================================================
 
 Every layout becomes one of the two shapes ``CodeTestsVerifier`` judges: stdin/stdout tests
-(``data["io_tests"]``: the program runs once per test with the input on stdin, ``toolgym.rewards.code_io``)
-or, for call-based tests, assert tests on ``candidate`` (``data["tests"]`` + ``entry_point``: the function, or
-``Solution`` for LeetCode-style ``class Solution`` methods), run by the hidden-test harness. The same parsing
-reads a verl row's ``reward_model.ground_truth`` (``ground_truth_tests``), so ``compute_score`` and the reward
-server judge these datasets the same way (scorer ``code_io``).
+(``data["io_tests"]``: the program runs once per test with the input on stdin,
+``toolgym.rewards.code.io_tests``) or, for call-based tests, assert tests on ``candidate``
+(``data["tests"]`` and ``entry_point``: the function, or ``Solution`` for LeetCode-style ``class Solution``
+methods), run by the hidden-test harness. The same parsing reads a verl row's ``reward_model.ground_truth``
+(``ground_truth_tests``), so ``compute_score`` and the reward server judge these datasets the same way
+(scorer ``code_io``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolgym.core.task import Task
-from toolgym.rewards.code_layouts import decode_tests, first_solution, ground_truth_tests, longest_io
+from toolgym.rewards.code.layouts import decode_tests, first_solution, ground_truth_tests, longest_io
 
 STDIN_INSTRUCTIONS = (
     "Write a complete Python program that reads the input from standard input and prints the answer to "

@@ -33,19 +33,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from toolgym.core.errors import UnknownNameError
-from toolgym.core.task import (
-    FieldMap,
-    LazyFileSource,
-    RowSource,
-    Task,
-    is_verl_layout,
-    jsonl_source,
-    parquet_source,
-    read_jsonl,
-    verl_file_source,
-)
+from toolgym.core.task import RowSource, Task
+from toolgym.envs.task_files import FieldMap, LazyFileSource, is_verl_layout, read_task_file, verl_file_source
 from toolgym.rewards.math import gold_from_solution
 from toolgym.tools.calculator import format_number
+from toolgym.util.jsonl import read_jsonl
 
 Generated = tuple[str, str, list[str]]  # prompt, LaTeX answer, calculator steps
 
@@ -242,14 +234,13 @@ def math_file_source(
     question = question_field or _pick(columns, QUESTION_FIELDS, path, "question")
     answer = answer_field or _pick(columns, ANSWER_FIELDS, path, "answer")
     fields = FieldMap(prompt=question, answer=None, id="id" if "id" in columns else None)
-    loader = parquet_source if path.suffix == ".parquet" else jsonl_source
 
     def with_gold(task: Task) -> Task:
         if task.data.get(answer) is None:
             raise ValueError(f"{path}: task {task.id!r} has no {answer!r}")
         return task.model_copy(update={"answer": gold_from_solution(task.data[answer])})
 
-    return loader(path, fields, name=path.stem).map(with_gold)
+    return read_task_file(path, fields).map(with_gold)
 
 
 def lazy_math_file_source(path: str | Path) -> LazyFileSource:

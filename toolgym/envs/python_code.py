@@ -22,8 +22,8 @@ from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
 from toolgym.envs.code_tasks import code_tasks
 from toolgym.rewards.code import CodeTestsVerifier, Reward
-from toolgym.rewards.code_io import DEFAULT_FLOAT_TOLERANCE
-from toolgym.rewards.code_runner import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
+from toolgym.rewards.code.io_tests import DEFAULT_FLOAT_TOLERANCE
+from toolgym.rewards.code.runner import DEFAULT_TEST_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from toolgym.sandbox import Sandbox
 from toolgym.tools.python import PythonTool
 

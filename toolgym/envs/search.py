@@ -21,9 +21,9 @@ from toolgym.core.registry import register_env
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
-from toolgym.rewards.qa import QAVerifier
+from toolgym.envs.qa_tasks import lazy_qa_source
+from toolgym.rewards.qa import Mode, QAVerifier
 from toolgym.search.base import Retriever
-from toolgym.search.qa_files import lazy_qa_source
 from toolgym.search.world import KnowledgeWorld
 from toolgym.tools.search import SearchTool
 
@@ -52,7 +52,7 @@ def make_search_env(
     retriever: Retriever | str | None = None,
     topk: int = 3,
     max_doc_chars: int = 1_000,
-    reward: str = "em",
+    reward: Mode = "em",
     action_format: str = "xml",
     max_turns: int = 6,
     **env_kwargs: Any,

@@ -77,6 +77,7 @@ def make_sql_env(
             shows.
     """
     catalog: DatabaseCatalog
+    source: TaskSource
     if tasks is None:
         if db_dir is not None:
             raise ValueError("db_dir= goes with tasks= (a Spider, BIRD or verl file); the world has its own")

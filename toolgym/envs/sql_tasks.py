@@ -24,16 +24,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolgym.core.task import (
-    LazyFileSource,
-    RowSource,
-    Task,
-    file_columns,
-    is_verl_layout,
-    missing_task_file,
-    task_rows,
-    verl_row_task,
-)
+from toolgym.core.task import RowSource, Task
+from toolgym.envs.task_files import LazyFileSource, file_columns, is_verl_layout, task_rows, verl_row_task
 from toolgym.sql.compare import has_outer_order_by
 from toolgym.sql.databases import DirectoryCatalog, describe_database
 from toolgym.sql.world import sql_prompt
@@ -82,7 +74,6 @@ def sql_file_source(
         path,
         "sql",
         build,
-        missing=missing_task_file(path),
         style=style,
         db_dir=str(catalog.root),
         sample_rows=sample_rows,

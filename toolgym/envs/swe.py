@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgym.core.registry import register_env
-from toolgym.core.task import Task, TaskSource
+from toolgym.core.task import FiniteSource, Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
 from toolgym.envs.swe_python import interpreter_for, interpreters, sandbox_for
@@ -214,7 +214,7 @@ def make_swe_env(
 ) -> ToolEnv:
     """``level`` 1-3 shapes the procedural tasks (1: one bug; 2: bugs in two modules; 3: a missing feature
     whose tests are hidden). ``tasks``: SWE-bench-schema rows (a .jsonl/.json/.parquet file, a dataset dir or
-    object, a list of dicts, or a ``TaskSource``) on the clones under ``repos``. ``reward``: ``"resolved"``
+    object, a list of dicts, or a ``FiniteSource``) on the clones under ``repos``. ``reward``: ``"resolved"``
     or ``"fraction"``. ``validate``: check each row's gold patch on this machine when first drawn (module
     docstring of ``swe_tasks``). ``python``: the interpreter the tests (and the agent's ``python``) run
     with: one (an executable or a venv directory) or ``{"owner/name": ..., "*": default}`` per repository
@@ -249,7 +249,7 @@ def make_swe_env(
     if tasks is None:
         source = procedural_source(level, where)
     else:
-        rows = tasks if isinstance(tasks, TaskSource) else row_source(tasks)
+        rows = tasks if isinstance(tasks, FiniteSource) else row_source(tasks)
         check = validator(spaces, bash, python_for, judge_timeout, test_timeout) if validate else None
         source = SWERows(rows, spaces, where, check)
     verifier = SWEJudge(

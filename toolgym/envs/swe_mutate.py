@@ -35,6 +35,9 @@ claims (an operator next to a bracket, a ``not`` before a comparison) and is nev
 formatting. The check parses the function alone (its lines, under an ``if 1:`` when indented), which is
 equivalent to parsing the module because a function's lines start and end outside any bracket or string,
 and keeps the cost proportional to the function rather than to the file.
+
+Why one module of this length: each kind of mutation is its own short visitor method of one collector, and
+every candidate goes through the same check.
 """
 
 from __future__ import annotations
@@ -358,7 +361,8 @@ class _Collector:
         if len(node.values) == 2:
             text, new = _BOOLOPS[type(node.op)]
             edit = _set_op(new)
-            self.token("flip_operator", *node.values, text, _BOOLOPS[new][0], node, edit)
+            left, right = node.values
+            self.token("flip_operator", left, right, text, _BOOLOPS[new][0], node, edit)
 
     def compare(self, node: ast.Compare) -> None:
         operands = [node.left, *node.comparators]

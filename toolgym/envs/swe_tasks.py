@@ -34,17 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolgym.core.task import (
-    FieldMap,
-    FiniteSource,
-    ListSource,
-    ProceduralSource,
-    Task,
-    TaskSource,
-    hf_source,
-    load_tasks,
-)
+from toolgym.core.task import FiniteSource, ListSource, ProceduralSource, Task, TaskSource
 from toolgym.envs.swe_repos import RepoUnavailable, cached_files_archive, shared_repo_store
+from toolgym.envs.task_files import FieldMap, hf_source, load_tasks
 
 if TYPE_CHECKING:
     from toolgym.envs.swe_world import GeneratedRepo
@@ -179,7 +171,7 @@ class SWERows(FiniteSource):
         raise TaskRefused(f"every task of {self.name} is refused here ({reasons})")
 
     def eval_tasks(self, n: int | None = None) -> list[Task]:
-        out = []
+        out: list[Task] = []
         for index in range(len(self)):
             if n is not None and len(out) >= n:
                 break

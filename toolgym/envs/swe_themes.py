@@ -15,6 +15,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
+
+_R = TypeVar("_R")
 
 # --- templates ----------------------------------------------------------------------------------------------
 
@@ -68,6 +71,13 @@ def _args(*values: object) -> str:
     return ", ".join(map(literal, values))
 
 
+def _spread(fn: Callable[..., _R]) -> Callable[..., _R]:
+    """``fn`` itself, for a template's lambda called at once on drawn values, ``_spread(lambda a, b:
+    ...)(*r.sample(...))``: mypy types such a lambda's parameters from its call and gives each one the type
+    of the whole unpacked sequence (``a: list[str]``), so it is passed through a callable of any arguments."""
+    return fn
+
+
 _WORDS = (
     "amber", "basin", "cedar", "dune", "ember", "fjord", "grove", "harbor", "island", "jasper", "kettle",
     "lagoon", "meadow", "nectar", "orchid", "pepper", "quarry", "ripple", "saddle", "timber", "velvet",
@@ -118,7 +128,7 @@ _SLUG = FunctionTemplate(
                 words.append(kept)
         return sep.join(words)
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args(f"{a.title()} {b} {c}"),
         _args(f"  {a.upper()}, {b}! & {c}? "),
         _args(f"{a} -- {b}", "."),
@@ -136,7 +146,7 @@ _TRUNCATE = FunctionTemplate(
         keep = $w - len(marker)
         return text[:keep] + marker
     ''',
-    cases=lambda r: (lambda a, b, c, w: [
+    cases=lambda r: _spread(lambda a, b, c, w: [
         _args(a, len(a) + r.randint(1, 4)),
         _args(f"{a} {b} {c}", len(f"{a} {b} {c}")),
         _args(f"{a} {b} {c}", w),
@@ -156,7 +166,7 @@ _INITIALS = FunctionTemplate(
                 letters.append(word[0].upper())
         return "".join(letters)
     ''',
-    cases=lambda r: (lambda a, b, c, d: [
+    cases=lambda r: _spread(lambda a, b, c, d: [
         _args(f"{a} of the {b} {c}"),
         _args(f"{d} an {a} by {b}"),
         _args(f"{c} and {d} in {a}", 4),
@@ -174,7 +184,7 @@ _VOWELS = FunctionTemplate(
                 count += 1
         return count
     ''',
-    cases=lambda r: (lambda a, b: [_args(a), _args(f"{a.upper()} {b}!"), _args("xyz"), _args("")])(
+    cases=lambda r: _spread(lambda a, b: [_args(a), _args(f"{a.upper()} {b}!"), _args("xyz"), _args("")])(
         *r.sample(_WORDS, 2)
     ),
 )
@@ -190,7 +200,7 @@ _PALINDROME = FunctionTemplate(
                 return False
         return True
     ''',
-    cases=lambda r: (lambda a, b: [
+    cases=lambda r: _spread(lambda a, b: [
         _args(f"{a.title()}, {a[::-1]}!"),
         _args(a + a[-2::-1]),
         _args(f"{a} {b}"),
@@ -243,7 +253,7 @@ _TITLE = FunctionTemplate(
                 result.append(word.capitalize())
         return " ".join(result)
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args(f"the {a} of {b} and the {c}"),
         _args(f"{a.upper()} IN {b.upper()}"),
         _args(f"a {c}"),
@@ -348,7 +358,7 @@ _MODE = FunctionTemplate(
                 best = value
         return best
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args([a, b, b, c, a, b]),
         _args([c, a, c, a]),
         _args([]),
@@ -608,7 +618,7 @@ _MERGE_STOCK = FunctionTemplate(
             merged[item] = merged.get(item, 0) + count
         return merged
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args({a: 3, b: 1}, {b: 4, c: 2}),
         _args({}, {c: r.randint(1, 9)}),
         _args({a: r.randint(1, 9)}, {}),
@@ -642,7 +652,7 @@ _MOST_STOCKED = FunctionTemplate(
                 best = item
         return best
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args({a: 4, b: 9, c: 2}),
         _args({c: 5, a: 5, b: 1}),
         _args({}),
@@ -660,7 +670,7 @@ _SHORTFALL = FunctionTemplate(
                 short.append(item)
         return short
     ''',
-    cases=lambda r: (lambda a, b, c, d: [
+    cases=lambda r: _spread(lambda a, b, c, d: [
         _args({a: 5, b: 2, c: 7}, {a: 5, b: 3, d: 1}),
         _args({a: 1}, {a: 1}),
         _args({}, {c: 2, b: 1}),
@@ -696,7 +706,7 @@ _STOCK_CLASS = ClassTemplate(
             """The items that ran out, sorted."""
             return sorted(item for item, units in self.counts.items() if units == 0)
     ''',
-    scenarios=lambda r, cls: (lambda a, b, n: [
+    scenarios=lambda r, cls: _spread(lambda a, b, n: [
         ([f"room = {cls}()", f"room.add({a}, {n})", f"room.add({a})"], f"room.count({a})"),
         ([f"room = {cls}()", f"room.add({a}, {n})"], f"(room.take({a}, {n + 1}), room.count({a}))"),
         ([f"room = {cls}()", f"room.add({a}, 2)", f"room.add({b}, {n})", f"room.take({a}, 2)"],
@@ -886,7 +896,7 @@ _CONTAINS = FunctionTemplate(
         x, y = point
         return left <= x <= right and top <= y <= bottom
     ''',
-    cases=lambda r: (lambda x, y: [
+    cases=lambda r: _spread(lambda x, y: [
         _args((x, y, x + 5, y + 5), (x + 2, y + 3)),
         _args((x, y, x + 5, y + 5), (x + 5, y)),
         _args((x, y, x + 5, y + 5), (x + 6, y + 1)),
@@ -1123,7 +1133,7 @@ _PRIORITY = FunctionTemplate(
         ordered = sorted(jobs, key=lambda job: (-job[1], job[0]))
         return [name for name, _ in ordered]
     ''',
-    cases=lambda r: (lambda a, b, c, d: [
+    cases=lambda r: _spread(lambda a, b, c, d: [
         _args([(a, 2), (b, 5), (c, 2), (d, 1)]),
         _args([(c, 1), (a, 1)]),
         _args([]),
@@ -1199,7 +1209,7 @@ _PAIRS = FunctionTemplate(
             pairs[key.strip()] = value.strip()
         return pairs
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args(f"{a}=1; {b} = two;; {c}", ";"),
         _args(f"{a}=x,{b}=y", ","),
         _args(f"{c}={a}={b}", "&"),
@@ -1301,7 +1311,7 @@ _CSV = FunctionTemplate(
         fields.append(current)
         return fields
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args(f"{a},{b},{c}"),
         _args(f'{a},"{b},{c}",x'),
         _args(f"{a};;{b}", ";"),
@@ -1320,7 +1330,7 @@ _INT_LIST = FunctionTemplate(
                 values.append(int(item))
         return values
     ''',
-    cases=lambda r: (lambda a, b: [
+    cases=lambda r: _spread(lambda a, b: [
         _args(f"{a}, {b}, x, -{a}, 4.5"),
         _args(f"{b},,{a}"),
         _args(""),
@@ -1345,7 +1355,7 @@ _USERNAME = FunctionTemplate(
                 return False
         return True
     ''',
-    cases=lambda r: (lambda a, b: [
+    cases=lambda r: _spread(lambda a, b: [
         _args(f"{a}_{r.randint(1, 99)}"),
         _args(a[:2]),
         _args(f"{r.randint(1, 9)}{a}"),
@@ -1421,7 +1431,7 @@ _STRENGTH = FunctionTemplate(
             score += 1
         return score
     ''',
-    cases=lambda r: (lambda a, b: [
+    cases=lambda r: _spread(lambda a, b: [
         _args(a),
         _args(f"{a.title()}{r.randint(10, 99)}!{b}"),
         _args(f"{a}{b}"[:12]),
@@ -1440,7 +1450,7 @@ _MISSING = FunctionTemplate(
                 missing.append(name)
         return missing
     ''',
-    cases=lambda r: (lambda a, b, c: [
+    cases=lambda r: _spread(lambda a, b, c: [
         _args({a: "x", b: "  "}, [a, b, c]),
         _args({a: "1", b: "2"}, [b, a]),
         _args({}, [c]),

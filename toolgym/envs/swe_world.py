@@ -32,6 +32,10 @@ only bounded constructs (``for`` loops over finite sequences and ranges; no ``wh
 no imports of anything but the standard library), and a single-point mutation of such code can change a bound,
 an operator or a statement but cannot make a loop unbounded. The judge of SWE-v0 still runs real pytest in the
 sandbox; ``tests/envs/test_swe_world.py`` checks that pytest agrees with the outcomes computed here.
+
+Why one module of this length: building a repository and injecting its bugs are one pipeline (templates
+instantiated, tests computed in-process, bugs chosen where the tests see them, the issue written); the
+templates are in swe_themes.py and the mutations in swe_mutate.py.
 """
 
 from __future__ import annotations

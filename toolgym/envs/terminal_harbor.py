@@ -35,7 +35,8 @@ from toolgym.core.task import ListSource, Task
 from toolgym.core.types import Verdict
 from toolgym.sandbox import Sandbox
 from toolgym.sandbox.driver import last_json
-from toolgym.tools.bash import SHELL_DRIVER, TERMINAL_LIMITS, WORKSPACE_PATH, Workspace
+from toolgym.sandbox.shell_driver import SHELL_DRIVER
+from toolgym.tools.bash import TERMINAL_LIMITS, WORKSPACE_PATH, Workspace
 
 log = logging.getLogger("toolgym.envs.terminal")
 

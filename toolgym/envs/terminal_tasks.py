@@ -103,6 +103,7 @@ def _csv_total(rng: random.Random, level: int) -> dict:
     totals: Counter[str] = Counter()
     for _, region, _, amount in rows:
         totals[region] += amount
+    checks: list[dict[str, object]]
     if level == 1:
         region = rng.choice(sorted(totals))
         prompt = f"What is the total amount of the orders of region '{region}' in {sales}? Number only."
@@ -183,7 +184,8 @@ def _top_ips(rng: random.Random, level: int) -> dict:
         f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}" for _ in range(8 + 4 * level)
     ]
     weights = [rng.randrange(1, 40) for _ in ips]
-    lines, counts = [], Counter()
+    lines: list[str] = []
+    counts: Counter[str] = Counter()
     for _ in range(150 * level):
         ip = rng.choices(ips, weights)[0]
         status = rng.choice((200, 200, 200, 301, 404, 500))

@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
 from toolgym.core.errors import unknown_name
-from toolgym.core.text import MAX_JSON_DEPTH, json_too_deep
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult
 from toolgym.tools.base import Tool
+from toolgym.util.text import MAX_JSON_DEPTH, json_too_deep
 
 #: Text longer than this is rejected as invalid before any parsing, so a runaway generation costs O(1).
 MAX_ACTION_CHARS = 200_000

@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from toolgym.core.text import MAX_JSON_DEPTH, json_too_deep
 from toolgym.core.types import ParsedAction, ToolCall
 from toolgym.parsers.base import ActionParser, InvalidAction, register_parser, to_json
+from toolgym.util.text import MAX_JSON_DEPTH, json_too_deep
 
 #: where a call or answer can start: an object with a key, or a list of objects
 _CANDIDATE = re.compile(r'\{(?=\s*")|\[(?=\s*\{)')

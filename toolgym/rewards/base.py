@@ -8,6 +8,7 @@ backend crashed) returns a Verdict with ``error`` set, so a trainer can tell "th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory, Verdict
@@ -42,12 +43,19 @@ def safe_verify(verifier: Verifier, task: Task, answer: str, trajectory: Traject
     return verdict
 
 
+class BadVerificationInfo(ValueError):
+    """A scorer's ``verification_info`` is malformed (no ``type``, no ground truth, not an object, tests in no
+    known layout): the request's fault, never a score. Here, beside ``Verifier``, so the scorer table
+    (``toolgym.rewards.scorers``) and the scorers it lists both raise it without importing each other."""
+
+
 class FunctionVerifier(Verifier):
     """Wrap a plain function ``fn(task, answer) -> float | bool | Verdict`` as a Verifier (custom envs)."""
 
-    def __init__(self, fn, name: str | None = None):
+    def __init__(self, fn: Callable[[Task, str], object], name: str | None = None):
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "function")
+        fn_name: str = getattr(fn, "__name__", "function")
+        self.name = name or fn_name
 
     def verify(self, task: Task, answer: str, trajectory: Trajectory | None = None) -> Verdict:
         out = self.fn(task, answer)

@@ -8,7 +8,7 @@ This lets toolgym's verifiers score plain single-turn verl training, without the
 
 (``python -c "import toolgym.rewards.compute_score as m; print(m.__file__)"`` prints the path.)
 
-``data_source`` picks the scorer (``toolgym.rewards.registry``): a scorer name itself (``math``,
+``data_source`` picks the scorer (``toolgym.rewards.scorers``): a scorer name itself (``math``,
 ``numeric``, ``exact_match``, ``f1``, ...), an env id (``toolgym/Math-v0``), or a well-known dataset name
 (``openai/gsm8k``, ``lighteval/MATH`` and the other MATH names verl knows, DAPO's ``math_dapo`` and
 ``aime*``, Search-R1's ``nq``/``hotpotqa``/... with or without a ``searchR1_`` prefix). An unknown one
@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from toolgym.core.task import Task
-from toolgym.rewards.registry import UnknownScorer, get_scorer, score, scorer_names
+from toolgym.rewards.scorers import UnknownScorer, get_scorer, score, scorer_names
 
 #: dataset names as they appear in verl's ``data_source`` column → scorer
 DATA_SOURCES: dict[str, str] = {

@@ -27,7 +27,7 @@ A last ``\\boxed{`` that is never closed (a generation cut off by the length lim
 than an earlier, intermediate box or a later rule. Everything is ``str.rfind`` and forward scans with
 bounded regular expressions, so hostile responses cost linear time.
 
-Which scorer uses which rules (``toolgym.rewards.registry``): ``math`` and ``numeric`` use rules 1-4, and
+Which scorer uses which rules (``toolgym.rewards.scorers``): ``math`` and ``numeric`` use rules 1-4, and
 rule 5 when the gold is a plain number (a number from a response that never said which one is its answer
 is a fair guess at a numeric gold, and meaningless against ``x^2 + 1``). The QA scorers read ``<answer>``
 or the whole text (``toolgym.rewards.qa``), and ``code_tests`` the ``<answer>`` block or the whole text:

@@ -7,8 +7,8 @@ response (plain single-turn training) first goes through ``toolgym.rewards.extra
 as the content of one ``\\boxed{}``, so the answer must be the math itself: ``I think it is 5`` is not ``5``.
 The comparison is asymmetric, gold first, as math-verify requires.
 
-Where it runs: in a small shared pool of worker processes (``toolgym.rewards.pool``), one comparison per
-call, with math-verify's own ``signal.alarm`` timeouts off: theirs turn a timeout into a silent ``False``,
+Where it runs: in a small shared pool of worker processes (``toolgym.rewards.worker_pool``), one comparison
+per call, with math-verify's own ``signal.alarm`` timeouts off: theirs turn a timeout into a silent ``False``,
 have whole-second granularity, and only work on a main thread. The pool's deadline turns a timeout into a
 ``Verdict`` with ``error`` set instead. A pathological answer (``9^{9^{9}}``, ``(10^{10})!``) is stopped at
 the deadline — by the worker's own alarm while sympy runs Python code, by killing and replacing the worker
@@ -45,7 +45,7 @@ from toolgym.core.types import Trajectory, Verdict
 from toolgym.rewards.base import Verifier
 from toolgym.rewards.extract import last_boxed
 from toolgym.rewards.numeric import parse_number
-from toolgym.rewards.pool import PoolError, WorkerPool
+from toolgym.rewards.worker_pool import PoolError, WorkerPool
 
 MAX_ANSWER_CHARS = 1_000
 DEFAULT_TIMEOUT = 5.0
@@ -169,7 +169,8 @@ class MathVerifier(Verifier):
 
 
 def check_in_worker(payload: dict[str, str]) -> dict[str, Any]:
-    """Parse both sides with math-verify and compare them, gold first. Called by ``toolgym.rewards.pool``."""
+    """Parse both sides with math-verify and compare them, gold first. Called in a
+    ``toolgym.rewards.worker_pool`` worker."""
     from math_verify import verify
 
     gold = _parse_gold(payload["gold"])

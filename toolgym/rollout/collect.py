@@ -13,7 +13,6 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gymnasium as gym
@@ -23,8 +22,9 @@ from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation, LLMClient, Sampling
-from toolgym.rollout.episode import RolloutConfig, run_episode
-from toolgym.rollout.pool import EnvPool, EnvRequest, draw_task
+from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.keys import EnvRequest, draw_task
 
 
 class EnvSummary(BaseModel):
@@ -50,7 +50,7 @@ class Summary(BaseModel):
     engine_idle_fraction: float
 
     def table(self) -> str:
-        from toolgym.core.table import format_table
+        from toolgym.util.table import format_table
 
         rows = [
             [
@@ -148,27 +148,23 @@ async def collect(
         for sample in range(group_size)
     ]
 
-    pool = EnvPool()
+    host = EpisodeHost(max_concurrent_episodes=concurrency, name="collect")
     tracked = InFlightClient(client)
-    semaphore = asyncio.Semaphore(concurrency)
-    executor = ThreadPoolExecutor(max_workers=min(concurrency, 64), thread_name_prefix="toolgym-env")
     sink = Path(out).open("a", encoding="utf-8") if out else None  # noqa: SIM115 - closed in the finally below
     bar = _progress_bar(len(jobs), progress)
     results: list[Trajectory] = []
     drawn: dict[str, asyncio.Future[Task]] = {}  # one task draw per group, shared by its samples
 
     async def one(req: EnvRequest, task_index: int, task: Task | None, sample: int) -> None:
-        async with semaphore:
-            env = pool.acquire(req.id, req.kwargs)
-            task_seed = seed + task_index
-            group = f"{req.id}#{task_index}"
-            try:
+        task_seed = seed + task_index
+        group = f"{req.id}#{task_index}"
+        try:
+            async with host.slots(), host.lease(req.id, req.kwargs) as env:
                 if task is None:
                     if group not in drawn:
-                        loop = asyncio.get_running_loop()
-                        drawn[group] = loop.run_in_executor(executor, draw_task, env, task_seed)
+                        drawn[group] = asyncio.ensure_future(host.call(draw_task, env, task_seed))
                     task = await drawn[group]
-                traj = await run_episode(
+                traj = await host.run(
                     env,
                     tracked,
                     renderer,
@@ -177,19 +173,16 @@ async def collect(
                     options={"task": task},
                     request_id=f"{group}-s{sample}",
                     sampling_seed=task_seed * 1000 + sample * 100,
-                    executor=executor,
                 )
-            except Exception as exc:  # the task draw failed: recorded and counted, not lost
-                traj = Trajectory(task_id="?", stop_reason="error", error=f"{type(exc).__name__}: {exc}")
-            finally:
-                pool.release(env)
-            traj = traj.model_copy(update={"env_id": req.id, "group": group, "sample": sample})
-            results.append(traj)
-            if sink is not None:
-                sink.write(traj.model_dump_json() + "\n")
-                sink.flush()
-            if bar is not None:
-                bar.update(1)
+        except Exception as exc:  # the env or the task draw failed: recorded and counted, not lost
+            traj = Trajectory(task_id="?", stop_reason="error", error=f"{type(exc).__name__}: {exc}")
+        traj = traj.model_copy(update={"env_id": req.id, "group": group, "sample": sample})
+        results.append(traj)
+        if sink is not None:
+            sink.write(traj.model_dump_json() + "\n")
+            sink.flush()
+        if bar is not None:
+            bar.update(1)
 
     start = time.perf_counter()
     tracked.start()
@@ -202,8 +195,7 @@ async def collect(
             bar.close()
         if sink is not None:
             sink.close()
-        pool.close()
-        executor.shutdown(wait=False)
+        host.close()
     return results, summarize(results, wall, tracked.idle_s)
 
 

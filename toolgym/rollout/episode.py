@@ -201,21 +201,8 @@ class _Episode:
         self._trim_trailing_observation()
         traj = self.inner.trajectory
         assert traj is not None
-        return traj.model_copy(
-            update={
-                "stop_reason": self.stop_reason or traj.stop_reason,
-                "prompt_ids": self.prompt_ids,
-                "response_ids": self.response_ids,
-                "response_mask": self.mask,
-                "logprobs": self.logprobs,
-                "generation_s": self.gen_s,
-                "env_s": self.env_s,
-                "wait_s": self.waits.seconds,
-                "step_s": self.step_s,
-                "tokenizer": self._tokenizer_name(),
-            },
-            deep=True,
-        )
+        update = {**self._played(), "stop_reason": self.stop_reason or traj.stop_reason}
+        return traj.model_copy(update=update, deep=True)
 
     def failed(self, exc: Exception) -> Trajectory:
         """The episode as far as it got, untrainable: error set, every token masked out."""
@@ -225,20 +212,27 @@ class _Episode:
         base = traj.model_copy(deep=True) if traj is not None else Trajectory(task_id="?")
         return base.model_copy(
             update={
+                **self._played(),
                 "task_id": task.id if task is not None else base.task_id,
                 "stop_reason": "error",
                 "error": f"{type(exc).__name__}: {exc}",
-                "prompt_ids": self.prompt_ids,
-                "response_ids": self.response_ids,
                 "response_mask": [0] * len(self.response_ids),
-                "logprobs": self.logprobs,
-                "generation_s": self.gen_s,
-                "env_s": self.env_s,
-                "wait_s": self.waits.seconds,
-                "step_s": self.step_s,
-                "tokenizer": self._tokenizer_name(),
             }
         )
+
+    def _played(self) -> dict[str, Any]:
+        """What the runner adds to the env's Trajectory: the tokens, their mask and logprobs, the timings."""
+        return {
+            "prompt_ids": self.prompt_ids,
+            "response_ids": self.response_ids,
+            "response_mask": self.mask,
+            "logprobs": self.logprobs,
+            "generation_s": self.gen_s,
+            "env_s": self.env_s,
+            "wait_s": self.waits.seconds,
+            "step_s": self.step_s,
+            "tokenizer": self._tokenizer_name(),
+        }
 
 
 __all__ = ["PromptTooLong", "RolloutConfig", "run_episode"]

@@ -13,11 +13,12 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from toolgym.core.types import Trajectory
+from toolgym.envs.base import ToolEnv
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
 from toolgym.rollout.collect import collect
 from toolgym.rollout.episode import RolloutConfig
-from toolgym.rollout.pool import EnvRequest
+from toolgym.rollout.keys import EnvRequest
 
 
 class TaskScore(BaseModel):
@@ -89,7 +90,9 @@ async def evaluate(
     request = EnvRequest(id=env) if isinstance(env, str) else env
     probe = gym.make(request.id, **request.kwargs)
     try:
-        tasks = probe.unwrapped.tasks.eval_tasks(num_tasks)
+        inner = probe.unwrapped
+        assert isinstance(inner, ToolEnv), request.id
+        tasks = inner.tasks.eval_tasks(num_tasks)
     finally:
         probe.close()
     if not tasks:

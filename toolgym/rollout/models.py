@@ -13,7 +13,7 @@ from toolgym.rollout.clients.base import LLMClient
 def resolve_model(model: str) -> str:
     """``tiny`` is the embedded offline test model; anything else is an HF model path or id."""
     if model == "tiny":
-        from toolgym.testing.tiny_model import tiny_model_path
+        from toolgym.tiny_model import tiny_model_path
 
         return str(tiny_model_path())
     if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():

@@ -1,17 +1,15 @@
-"""Env instances for many concurrent episodes, and a group's task: what the collector and the trainer
-adapters share.
+"""Env instances for many concurrent episodes: the pool the episode host (``toolgym.rollout.host``) leases
+from.
 
 An env runs one episode at a time, and building one can be costly (a search index, a sandbox session pool),
 so episodes borrow instances from an :class:`EnvPool` and give them back. Instances are keyed by env id *and*
-kwargs: a verl batch can mix ``Math-v0`` rows with different ``max_turns``. A GRPO group's samples must see
-the same task: :func:`draw_task` draws it once, and each sample then resets with ``options={"task": task}``.
-A trainer's data row names its episode with an :class:`EpisodeKey` (env, kwargs, pinned task, seed), so any
-worker on any node replays the same episode from the row alone.
+kwargs: a verl batch can mix ``Math-v0`` rows with different ``max_turns``. A pool made with a ``factory``
+(an env built by ``toolgym.make_env`` and never registered) makes every instance with it instead.
 
 Every leased env is a live episode, and may hold a sandbox session (the python tool's interpreter): so each
 lease reserves one session slot of the process-wide sandbox until the env comes back
 (``toolgym.sandbox.reserve_sessions``). The sandbox's capacity thus follows the concurrency the caller runs
-(the collector's ``concurrency``, the verl agent loop's ``max_concurrent_episodes``, the OpenEnv server's
+(the collector's ``concurrency``, the trainers' ``max_concurrent_episodes``, the OpenEnv server's
 ``max_sessions``) and a live episode's interpreter is never evicted to make room for another's.
 """
 
@@ -20,43 +18,14 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field
 
-from toolgym.core.task import Task
 from toolgym.sandbox.capacity import Reservation
 from toolgym.sandbox.shared import reserve_sessions
-
-
-class EnvRequest(BaseModel):
-    """An env to roll out: its id, its ``gym.make`` kwargs and, in a mix of envs, its share (``weight``)."""
-
-    id: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    weight: float = Field(1.0, gt=0.0)
-
-
-class EpisodeKey(BaseModel):
-    """What one training row pins: the env (id and ``gym.make`` kwargs), the task and the seed ``env.reset``
-    gets. Every sample of a GRPO group shares its row's key, so they all play the same task."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    env_id: str
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
-    task: Task
-    seed: int | None = None
-
-    def to_json(self) -> str:
-        return self.model_dump_json()
-
-    @classmethod
-    def from_json(cls, text: str) -> EpisodeKey:
-        return cls.model_validate_json(text)
 
 
 def env_key(env_id: str, kwargs: Mapping[str, Any] | None = None) -> str:
@@ -68,11 +37,13 @@ class EnvPool:
     """Env instances per (id, kwargs), reused across episodes; safe to use from several threads.
 
     ``lease`` (a context manager) or ``acquire``/``release`` hand out an instance no other episode holds.
-    ``max_idle`` bounds the instances kept per key once returned (extra ones are closed).
+    ``max_idle`` bounds the instances kept per key once returned (extra ones are closed). With ``factory``,
+    every instance is ``factory()`` and the env id names it only.
     """
 
-    def __init__(self, max_idle: int | None = None):
+    def __init__(self, max_idle: int | None = None, factory: Callable[[], gym.Env] | None = None):
         self.max_idle = max_idle
+        self.factory = factory
         self._free: dict[str, list[gym.Env]] = defaultdict(list)
         self._envs: dict[int, gym.Env] = {}  # every env this pool made and has not closed, by id()
         self._keys: dict[int, str] = {}  # id(env) -> its key
@@ -87,7 +58,8 @@ class EnvPool:
                 raise RuntimeError("the env pool is closed")
             env = self._free[key].pop() if self._free[key] else None
         if env is None:
-            env = gym.make(env_id, **dict(kwargs or {}))  # outside the lock: building an env can take seconds
+            # outside the lock: building an env can take seconds
+            env = self.factory() if self.factory is not None else gym.make(env_id, **dict(kwargs or {}))
         with self._lock:
             self._keys[id(env)] = key
             self._envs[id(env)] = env
@@ -138,12 +110,4 @@ class EnvPool:
         return len(self._envs)
 
 
-def draw_task(env: gym.Env, seed: int) -> Task:
-    """The task ``env.reset(seed=seed)`` draws: run once per GRPO group, then pin it for every sample."""
-    env.reset(seed=seed)
-    task = env.unwrapped.task
-    assert task is not None
-    return task
-
-
-__all__ = ["EnvPool", "EnvRequest", "EpisodeKey", "draw_task", "env_key"]
+__all__ = ["EnvPool", "env_key"]

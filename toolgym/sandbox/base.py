@@ -1,13 +1,20 @@
-"""The backend-independent sandbox interface (local fork servers, e2b, ...)."""
+"""The backend-independent sandbox interface (local fork servers, e2b, ...), with the one ``arun`` they share:
+``run`` on a worker thread, at most ``workers`` at once."""
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from abc import ABC, abstractmethod
-from typing import Any, Protocol
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, Protocol, Self, TypeVar
 
 from toolgym.sandbox.capacity import Reservation
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.result import ExecResult, IsolationReport
+
+T = TypeVar("T")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -30,6 +37,15 @@ class Sandbox(ABC):
     """Runs untrusted Python code and says how it went; never raises for the program's own failures."""
 
     limits: Limits
+    workers: int
+    _executor: Executor | None = None  # the threads ``arun`` runs on; None: the event loop's default ones
+
+    def __init__(self, limits: Limits | None, workers: int) -> None:
+        self.limits = limits or Limits()
+        self.workers = workers
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @abstractmethod
     def run(
@@ -43,7 +59,6 @@ class Sandbox(ABC):
     ) -> ExecResult:
         """Run ``code`` as a fresh ``python -c`` program."""
 
-    @abstractmethod
     async def arun(
         self,
         code: str,
@@ -54,6 +69,18 @@ class Sandbox(ABC):
         files: dict[str, str | bytes] | None = None,
     ) -> ExecResult:
         """Async ``run`` with bounded concurrency (callers wait for a free worker)."""
+        return await self._bounded(
+            lambda: self.run(code, stdin=stdin, timeout=timeout, limits=limits, files=files)
+        )
+
+    async def _bounded(self, fn: Callable[[], T]) -> T:
+        """Call ``fn`` on a worker thread, at most ``workers`` at once on each event loop (the rest wait)."""
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            sem = self._semaphores.setdefault(loop, asyncio.Semaphore(self.workers))
+        async with sem:
+            return await loop.run_in_executor(self._executor, fn)
 
     @abstractmethod
     def session(self, *, limits: Limits | None = None, files: dict[str, str | bytes] | None = None) -> Any:
@@ -73,7 +100,7 @@ class Sandbox(ABC):
     def close(self) -> None:
         """Release every process or remote resource."""
 
-    def __enter__(self) -> Sandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

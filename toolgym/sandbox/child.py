@@ -32,7 +32,7 @@ from toolgym.sandbox.processes import lifeline_alive
 from toolgym.sandbox.protocol import frame_json, read_frame_fd, wipe
 
 if TYPE_CHECKING:
-    from toolgym.sandbox.isolation import ServerPlan
+    from toolgym.sandbox.server_plan import ServerPlan
 
 STATUS_FD = 3  # run: status frames to the server; session: the control channel to the parent
 SETUP_FAILED_EXIT = 121
@@ -104,7 +104,7 @@ def prepare_interpreter(cwd: str, files: dict | None) -> None:
     os.chdir(cwd)
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:  # forget a temp dir the server may have cached
-        tempfile.tempdir = None
+        tempfile.tempdir = None  # type: ignore[attr-defined]  # a bare ModuleType to mypy
     for name, data in (files or {}).items():
         path = os.path.join(cwd, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -112,9 +112,10 @@ def prepare_interpreter(cwd: str, files: dict | None) -> None:
             fh.write(data if isinstance(data, bytes) else data.encode())
     _KEEP.extend((sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__))
     stdin, stdout, stderr = _STDIO[0] if _STDIO else _fresh_stdio()
-    sys.stdin = sys.__stdin__ = stdin
-    sys.stdout = sys.__stdout__ = stdout
-    sys.stderr = sys.__stderr__ = stderr
+    # the originals are replaced on purpose (typeshed declares them Final: programs should not)
+    sys.stdin = sys.__stdin__ = stdin  # type: ignore[misc]
+    sys.stdout = sys.__stdout__ = stdout  # type: ignore[misc]
+    sys.stderr = sys.__stderr__ = stderr  # type: ignore[misc]
     sys.argv = ["-c"]
     np = sys.modules.get("numpy")
     if np is not None:  # a fresh process seeds numpy's global generator from the OS; so must we
@@ -179,7 +180,7 @@ def finish_run(exit_code: int, exc_name: str | None) -> None:
         threading = sys.modules.get("threading")  # only if the program imported it
         if threading is not None:
             with contextlib.suppress(BaseException):
-                threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads
+                threading._shutdown()  # join non-daemon threads
         with contextlib.suppress(BaseException):
             atexit._run_exitfuncs()
         _flush()

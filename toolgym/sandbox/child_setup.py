@@ -1,7 +1,7 @@
 """Per-run isolation: what every freshly forked child does to itself before any user code runs.
 
 ``child_steps`` is the ordered list of (layer, action) a child performs, restricted to the layers the fork
-server found working (its ``ServerPlan``, see :mod:`toolgym.sandbox.isolation`). The same list serves the
+server found working (its ``ServerPlan``, made by :mod:`toolgym.sandbox.isolation`). The same list serves the
 start-up probe (every step tried, failures collected) and real children (the first failure aborts the child
 with ``sandbox_error``), so detection and use cannot drift apart. ``lock_down`` comes last: no_new_privs,
 then the seccomp filter.
@@ -11,6 +11,7 @@ Runs inside the fork server's children, so it imports only the standard library 
 
 from __future__ import annotations
 
+import functools
 import os
 import resource
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from toolgym.sandbox import landlock
 from toolgym.sandbox.fsview import rebind_read_only
 
 if TYPE_CHECKING:
-    from toolgym.sandbox.isolation import ServerPlan
+    from toolgym.sandbox.server_plan import ServerPlan
 
 SANDBOX_HOME = "/tmp"  # cwd, HOME and TMPDIR of sandboxed code (a private tmpfs with fs_view)
 NOBODY = 65534
@@ -154,7 +155,7 @@ def child_steps(plan: ServerPlan, spec: ChildSpec) -> list[tuple[str, Callable[[
     ]
     for layer, flag in unshare_flags:
         if has(layer):
-            steps.append((layer, lambda flag=flag: lx.unshare(flag)))
+            steps.append((layer, functools.partial(lx.unshare, flag)))
     if has("fs_view"):
         steps.append(
             ("fs_view", lambda: _mount_run_tmpfs(spec.limits, spec.uid, owner=root_mode, keep=plan.tmp_binds))

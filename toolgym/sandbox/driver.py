@@ -1,8 +1,10 @@
 """Driver code for sandbox sessions and children that run commands: the shell tool's and the judges'.
 
 It runs inside a sandbox child (a session's interpreter, or a judge's fresh child), defined there by the
-trusted side before any command of the model's runs, and is shared by ``toolgym.tools.bash`` (the shell and
-its workspace) and the judges that run tests in a fresh child (SWE-v0's): ``_tg_guard`` makes the driver's
+trusted side before any command of the model's runs, and is shared by the shell tool's driver program
+(``toolgym.sandbox.shell_driver``, built on this) and the judges that run tests in a fresh child (SWE-v0's,
+``toolgym.sandbox.judge_driver``):
+``_tg_guard`` makes the driver's
 process undumpable (same-uid commands cannot read its memory or descriptors) and the reaper of orphans, and
 ``_tg_kill_all`` kills every process the commands started, daemons included, so none outlives a call or
 touches a judged tree; ``_tg_unpack`` unpacks a repository's archive. On the trusted side, ``define_once``

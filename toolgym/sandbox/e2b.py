@@ -95,8 +95,7 @@ class E2BSandbox(Sandbox):
         if not key:
             raise SandboxUnavailable("the e2b backend needs an API key: set E2B_API_KEY or pass api_key=")
         self._e2b = module
-        self.limits = limits or Limits()
-        self.workers = workers
+        super().__init__(limits, workers)
         kwargs: dict[str, Any] = {"api_key": key, "timeout": sandbox_timeout_s}
         if template:
             kwargs["template"] = template
@@ -109,7 +108,6 @@ class E2BSandbox(Sandbox):
             + (() if allow_internet_access else ("no_internet",)),
             details={"sandbox_id": str(getattr(self._sandbox, "sandbox_id", ""))},
         )
-        self._semaphore: asyncio.Semaphore | None = None
 
     @property
     def isolation(self) -> IsolationReport:
@@ -121,7 +119,7 @@ class E2BSandbox(Sandbox):
         out, out_cut = _capped(stdout, self.limits)
         err, err_cut = _capped(stderr, self.limits)
         return ExecResult(
-            status=status,  # type: ignore[arg-type]
+            status=status,
             exit_code=exit_code,
             stdout=out,
             stderr=err,
@@ -183,22 +181,6 @@ class E2BSandbox(Sandbox):
         else:
             status = "error"
         return self._result(status, stdout, stderr, t0, exit_code=exit_code)
-
-    async def arun(
-        self,
-        code: str,
-        *,
-        stdin: str | None = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-        files: dict[str, str | bytes] | None = None,
-    ) -> ExecResult:
-        if self._semaphore is None:
-            self._semaphore = asyncio.Semaphore(self.workers)
-        async with self._semaphore:
-            return await asyncio.to_thread(
-                self.run, code, stdin=stdin, timeout=timeout, limits=limits, files=files
-            )
 
     def session(
         self,

@@ -21,6 +21,10 @@ exits; its children die with it (``PR_SET_PDEATHSIG``).
 Where the rest lives: the parent's side of the socket is :mod:`toolgym.sandbox.client`; what a forked child
 does is :mod:`toolgym.sandbox.child` (isolating itself with :mod:`toolgym.sandbox.child_setup`); how a
 finished run is classified is :mod:`toolgym.sandbox.run_status`.
+
+Why one module of this length: the server is one single-threaded loop whose parts (the reusable buffers, a
+run's watch, a session's hand-off, the memory watchdog) share its state; what can live apart does, in the
+modules named above.
 """
 
 from __future__ import annotations
@@ -147,6 +151,8 @@ class ForkServer:
                     continue
                 try:
                     header = recv(self.sock)
+                    if not isinstance(header, dict):
+                        raise ProtocolError("malformed request")
                     size = int(header.get("payload_len", 0))
                     self.payload = recv_payload(self.sock, self.payload, size)
                 except (ProtocolError, OSError, AttributeError, ValueError):
@@ -399,6 +405,15 @@ class ForkServer:
 
     # ------------------------------------------------------------ sessions
 
+    def _refuse_session(self, mine: dict[str, int], uid: int, host_tmp: str | None, detail: str) -> None:
+        """Give back what a session that did not start held (its channels, uid and host tmp) and say why."""
+        for fd in mine.values():
+            os.close(fd)
+        self.free_uids.append(uid)
+        if host_tmp:
+            _rmtree_forcefully(host_tmp)
+        send(self.sock, {"ok": False, "detail": detail})
+
     def open_session(self, header: dict, size: int) -> None:
         if not self.free_uids:
             wipe(self.payload, size)
@@ -410,12 +425,7 @@ class ForkServer:
         try:
             pid = self._fork_child("session", header, size, uid, theirs)
         except OSError as exc:
-            for fd in mine.values():
-                os.close(fd)
-            self.free_uids.append(uid)
-            if header["host_tmp"]:
-                _rmtree_forcefully(header["host_tmp"])
-            send(self.sock, {"ok": False, "detail": f"could not fork the session: {exc}"})
+            self._refuse_session(mine, uid, header["host_tmp"], f"could not fork the session: {exc}")
             return
         finally:
             for fd in theirs.values():
@@ -427,12 +437,7 @@ class ForkServer:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
             os.waitpid(pid, 0)
             os.close(pidfd)
-            for fd in mine.values():
-                os.close(fd)
-            self.free_uids.append(uid)
-            if header["host_tmp"]:
-                _rmtree_forcefully(header["host_tmp"])
-            send(self.sock, {"ok": False, "detail": f"session setup failed: {why}"})
+            self._refuse_session(mine, uid, header["host_tmp"], f"session setup failed: {why}")
             return
         self.sessions[pidfd] = (pid, uid, header["host_tmp"], header["limits"]["disk_bytes"])
         self.session_memory[pidfd] = header["limits"]["memory_bytes"]
@@ -482,6 +487,8 @@ def serve(sock_fd: int) -> None:
     sock.setblocking(True)
     try:
         config = recv(sock)
+        if not isinstance(config, dict):
+            raise ProtocolError("malformed config")
         server = ForkServer(sock, config)
     except BaseException as exc:
         with contextlib.suppress(OSError):

@@ -62,6 +62,10 @@ result is the ``ServerPlan`` every child follows. What each child does is in
 
 It runs inside the fork server, so it imports only the standard library and its sibling modules (no
 pydantic, not the ``toolgym`` package ``__init__``).
+
+Why one module of this length: each layer is detected by performing it, and the server's setup runs those
+steps in an order that matters; they read best in that order beside the list above, while each child's own
+steps are in child_setup.
 """
 
 from __future__ import annotations
@@ -71,7 +75,6 @@ import json
 import os
 import signal
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import landlock
@@ -85,6 +88,7 @@ from toolgym.sandbox.child_setup import (
 )
 from toolgym.sandbox.fsview import SYSTEM_DIRS, ViewError, build_fs_view, exposed_paths, under_tmp
 from toolgym.sandbox.processes import lifeline_alive
+from toolgym.sandbox.server_plan import ServerPlan
 
 LAYERS: tuple[str, ...] = (
     "fs_view",
@@ -119,28 +123,6 @@ _CONSEQUENCE = {
     "unprivileged_user": "the program runs as your uid: it reads your files and your processes' environment",
     "landlock": "no second wall: files, TCP and signals rest on the other layers alone",
 }
-
-
-@dataclass
-class ServerPlan:
-    """What the fork server established once, and what every child must do. Plain data, picklable."""
-
-    mode: str  # "root" (real root), "userns" (normal user with a user namespace), "plain" (neither)
-    layers: set[str]
-    missing: dict[str, str] = field(default_factory=dict)
-    disabled: set[str] = field(default_factory=set)
-    details: dict[str, str] = field(default_factory=dict)
-    seccomp_bpf: bytes | None = None
-    locked_in_server: bool = False  # no_new_privs and seccomp already in force in the server (inherited)
-    pidns_fd: int = -1  # the server's own pid namespace, to restore pid_for_children after each fork
-    host_tmp_base: str | None = None  # where per-run tmp dirs live when fs_view is missing
-    tmp_binds: list[str] = field(default_factory=list)  # view paths under /tmp, re-bound in each run
-    landlock_abi: int = 0
-    landlock_read: list[str] = field(default_factory=list)  # what each child's domain may read
-    fs_as_root: bool = False  # children keep file access as uid 0 (no capabilities): see unprivileged_user
-
-    def has(self, layer: str) -> bool:
-        return layer in self.layers
 
 
 # ---------------------------------------------------------------- detection helpers

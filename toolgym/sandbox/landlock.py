@@ -102,11 +102,12 @@ def unavailable_reason() -> str:
     try:
         _syscall(_SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
     except LandlockError as exc:
-        return {
+        reasons: dict[int | None, str] = {
             38: "the kernel has no Landlock (ENOSYS: older than 5.13 or built without it)",
             95: "Landlock is disabled at boot (EOPNOTSUPP: add 'landlock' to the lsm= kernel parameter)",
             1: "a seccomp profile refuses the Landlock system calls (EPERM)",
-        }.get(exc.errno, f"landlock_create_ruleset: {exc.strerror}")
+        }
+        return reasons.get(exc.errno, f"landlock_create_ruleset: {exc.strerror}")
     return ""
 
 

@@ -9,11 +9,14 @@ Every layer the machine does not allow is listed in ``sandbox.isolation.missing`
 warning; ``strict=True`` turns a missing layer into an error instead. A sandbox whose children cannot use
 their interpreter (the canary, :mod:`toolgym.sandbox.canary`) is *broken*: ``strict=True`` refuses it, and
 otherwise every run is a ``sandbox_error``, so no verifier scores honest code 0 on a faulty machine.
+
+Why one module of this length: LocalSandbox is one object whose worker servers, their restarts, session slots
+and sync and async paths share its locks and state; the fork server, sessions, capacity and the canary live in
+their own modules.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -25,7 +28,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 from toolgym.sandbox import canary
 from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
@@ -50,8 +52,6 @@ log = logging.getLogger("toolgym.sandbox")
 class SandboxBroken(ServerDied):
     """The sandbox's canary failed: no run is attempted (each is a ``sandbox_error`` saying why)."""
 
-
-T = TypeVar("T")
 
 # Modules every fork server imports up front (stdlib only: always present). Add numpy/sympy via
 # ``preload=DEFAULT_PRELOAD + ("numpy", "sympy")``; missing optional modules are skipped and reported.
@@ -154,8 +154,7 @@ class LocalSandbox(Sandbox):
         if slots is not None and max_sessions is not None:
             raise ValueError("give max_sessions or slots, not both")
         self._slots = slots or SessionSlots(max_sessions, wait_s=session_wait_s, idle_s=session_idle_s)
-        self.limits = limits or Limits()
-        self.workers = workers
+        super().__init__(limits, workers)
         self._owner_pid = os.getpid()
         self.session_cpu_factor = session_cpu_factor
         self._closed = False
@@ -202,9 +201,8 @@ class LocalSandbox(Sandbox):
         self._idle: queue.Queue[ServerHandle] = queue.Queue()
         for server in self._servers:
             self._idle.put(server)
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="toolgym-sandbox")
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
+        self._executor: ThreadPoolExecutor = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="toolgym-sandbox"
         )
         self._sessions: dict[Session, None] = {}  # sessions with a live process (transient ones too)
         self._sessions_lock = threading.Lock()
@@ -324,27 +322,6 @@ class LocalSandbox(Sandbox):
         except ServerDied as exc:
             return self._sandbox_error(str(exc))
         return ExecResult(**reply, isolation=self._report)
-
-    async def _bounded(self, fn: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        sem = self._semaphores.get(loop)
-        if sem is None:
-            sem = self._semaphores.setdefault(loop, asyncio.Semaphore(self.workers))
-        async with sem:
-            return await loop.run_in_executor(self._executor, fn)
-
-    async def arun(
-        self,
-        code: str,
-        *,
-        stdin: str | None = None,
-        timeout: float | None = None,
-        limits: Limits | None = None,
-        files: dict[str, str | bytes] | None = None,
-    ) -> ExecResult:
-        return await self._bounded(
-            lambda: self.run(code, stdin=stdin, timeout=timeout, limits=limits, files=files)
-        )
 
     # ------------------------------------------------------------ sessions
 

@@ -22,16 +22,16 @@ class ProtocolError(ConnectionError):
     """The peer closed the channel or sent something malformed."""
 
 
-def pack(obj: object) -> bytes:
+def pack(obj: dict) -> bytes:
     payload = marshal.dumps(obj)
     return _HEADER.pack(len(payload)) + payload
 
 
-def send(sock: socket.socket, obj: object) -> None:
+def send(sock: socket.socket, obj: dict) -> None:
     sock.sendall(pack(obj))
 
 
-def send_request(sock: socket.socket, header: dict, payload: object) -> None:
+def send_request(sock: socket.socket, header: dict, payload: dict) -> None:
     """A header frame followed by the raw ``marshal`` bytes of the payload (which the server never parses)."""
     raw = marshal.dumps(payload)
     sock.sendall(pack({**header, "payload_len": len(raw)}) + raw)

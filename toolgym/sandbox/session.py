@@ -23,17 +23,19 @@ import select
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from toolgym.core.waits import add_wait
 from toolgym.sandbox.capacity import NoSessionSlot
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.protocol import CappedStream, FrameReader, frame_json
-from toolgym.sandbox.result import ExecResult
+from toolgym.sandbox.result import ExecResult, IsolationReport
 
 if TYPE_CHECKING:
     from toolgym.sandbox.client import ServerHandle
-    from toolgym.sandbox.local import LocalSandbox
+
+T = TypeVar("T")
 
 _READ_CHUNK = 1 << 16
 
@@ -205,6 +207,24 @@ def _classify_reply(reply: dict, limits: Limits) -> dict:
     return fields
 
 
+class SessionHost(Protocol):
+    """What a session needs of the sandbox that made it (``LocalSandbox``): its child process, its slot, a
+    worker to run on, and the isolation report its results carry."""
+
+    @property
+    def isolation(self) -> IsolationReport: ...
+
+    def _open_session_process(self, sess: Session, limits: Limits, files: dict | None) -> SessionProcess: ...
+
+    async def _await_slot(self, sess: Session) -> None: ...
+
+    def _touch_session(self, sess: Session) -> None: ...
+
+    def _forget_session(self, sess: Session) -> None: ...
+
+    async def _bounded(self, fn: Callable[[], T]) -> T: ...
+
+
 class Session:
     """A stateful interpreter for one trajectory (``sandbox.session()``). Thread-safe, one call at a time.
 
@@ -214,7 +234,7 @@ class Session:
     the session write between calls is reported with the next call.
     """
 
-    def __init__(self, sandbox: LocalSandbox, limits: Limits, files: dict | None, transient: bool = False):
+    def __init__(self, sandbox: SessionHost, limits: Limits, files: dict | None, transient: bool = False):
         self._sandbox = sandbox
         self.limits = limits
         self._files = files

@@ -1,5 +1,6 @@
 """Retrieval for the search tool: a local BM25 index (bm25s), a client for Search-R1 retriever services, the
-procedural knowledge world used as the default corpus and task source, and a loader for QA files.
+procedural knowledge world used as the default corpus and task source. (QA task files are read by
+``toolgym.envs.qa_tasks``, beside the other task-file loaders.)
 
 Names are imported on first use (PEP 562), so ``import toolgym`` (which registers the Search envs) does not
 import bm25s or httpx until a search index or a remote client is actually built.
@@ -15,8 +16,6 @@ _EXPORTS = {
     "Retriever": "base",
     "RetrieverError": "base",
     "BM25Index": "bm25",
-    "QA_FIELDS": "qa_files",
-    "qa_source": "qa_files",
     "RemoteRetriever": "remote",
     "DEFAULT_WORLD_SIZE": "sources",
     "corpus_index": "sources",

@@ -23,12 +23,15 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from toolgym.core.task import read_jsonl
 from toolgym.search.base import Hit
+from toolgym.util.jsonl import read_jsonl
+
+if TYPE_CHECKING:
+    import bm25s
 
 
 def _import_bm25s() -> Any:

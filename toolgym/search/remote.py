@@ -27,9 +27,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from toolgym.core.http import shared_ssl_context
-from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.search.base import Hit, RetrieverError
+from toolgym.util.http import shared_ssl_context
+from toolgym.util.retry import backoff_delay, is_retryable_status
 
 
 class _Retryable(Exception):

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.task import ProceduralSource, Task
-from toolgym.search.world_vocabulary import (
+from toolgym.util.world_vocabulary import (
     ADJECTIVES,
     FIELDS,
     FIRST,

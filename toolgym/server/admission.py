@@ -4,7 +4,7 @@ Why: a tool server behind a few hundred rollout workers sees bursts far beyond w
 unbounded server accepts everything, every request waits, every client times out and retries, and the pile
 grows (the retry storm). Here at most ``max_concurrency`` requests are processed at once, at most
 ``max_queue`` wait for a slot (each at most ``queue_timeout`` seconds), and anything beyond that is refused
-at once with **503 and ``Retry-After``**, which the shared retry policy (``toolgym.core.retry``) backs off
+at once with **503 and ``Retry-After``**, which the shared retry policy (``toolgym.util.retry``) backs off
 on. A body over ``max_request_bytes`` is refused with 413 before it is read further.
 
 A pure ASGI middleware (no per-request task or thread), applied only to the work endpoints
@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from toolgym.server.metrics import Metrics
 
-Scope = dict[str, Any]
-Message = dict[str, Any]
+# as starlette.types spells them (FastAPI's __call__ takes these)
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]

@@ -12,8 +12,9 @@ What the request means:
   ``task_id`` field (``extra_body={"task_id": ...}`` in the ``openai`` client) or ``metadata.task_id``; a
   pinned task is verified and its verdict returned;
 - ``max_completion_tokens`` (or ``max_tokens``) is the episode's token budget after the prompt, model turns
-  and tool outputs together; ``temperature``, ``top_p`` and ``seed`` set the sampling (the seed also seeds
-  ``env.reset``); ``stream`` and ``n > 1`` are refused.
+  and tool outputs together; ``temperature``, ``top_p``, ``seed`` and the engine's other sampling fields
+  (``top_k``, ``min_p``, the penalties) set the sampling (the seed also seeds ``env.reset``); ``stream``
+  and ``n > 1`` are refused.
 
 The response is a ``chat.completion`` whose ``usage`` counts the prompt and the generated tokens (tool output
 tokens are not completion tokens) and adds ``turns`` and ``tool_calls``, and whose ``toolgym`` field carries
@@ -27,11 +28,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -39,12 +38,13 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolgym.core.kwargs import positive_int
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
-from toolgym.rollout.clients.base import LLMClient, Sampling
-from toolgym.rollout.episode import RolloutConfig, run_episode
-from toolgym.rollout.pool import EnvPool
+from toolgym.rollout.clients.base import LLMClient
+from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.samples import sampling_from
+from toolgym.util.kwargs import positive_int
 
 __all__ = ["AgentConfig", "ChatRequest", "create_app", "main"]
 
@@ -166,19 +166,17 @@ def create_app(config: AgentConfig, client: LLMClient | None = None, renderer: A
 
 
 class _AgentState:
-    """The shared pieces of one agent server: env pool, thread pool, the client (built lazily), a bound on
-    episodes in flight."""
+    """The shared pieces of one agent server: its episode host (env pool, threads, the bound on episodes in
+    flight) and the client (built lazily)."""
 
     def __init__(self, config: AgentConfig, client: LLMClient | None, renderer: Any):
         self.config = config
         self.client = client
         self.owns_client = client is None
         self.renderer = renderer
-        self.pool = EnvPool()
-        self.executor = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="toolgym-agent")
+        self.host = EpisodeHost(max_concurrent_episodes=config.concurrency, name="agent")
         self.created = int(time.time())
         self._lock = asyncio.Lock()
-        self._slots = asyncio.Semaphore(config.concurrency)
 
     async def get_client(self) -> LLMClient:
         async with self._lock:
@@ -189,7 +187,9 @@ class _AgentState:
             if self.client is None:
                 from toolgym.rollout.models import make_client
 
-                engine = {} if self.config.servers else {"max_model_len": self.config.max_model_len}
+                engine: dict[str, Any] = (
+                    {} if self.config.servers else {"max_model_len": self.config.max_model_len}
+                )
                 self.client = make_client(self.config.model, server=self.config.servers or None, **engine)
         return self.client
 
@@ -198,42 +198,32 @@ class _AgentState:
         task_id = request.pinned_task_id()
         options: dict[str, Any] = {"task_id": task_id} if task_id else {}
         budget = request.max_completion_tokens or request.max_tokens or self.config.max_response_tokens
-        defaults = Sampling()
-        sampling = Sampling(
-            temperature=defaults.temperature if request.temperature is None else request.temperature,
-            top_p=request.top_p or defaults.top_p,
-        )
         rollout = RolloutConfig(
             max_response_tokens=budget,
             max_tokens_per_turn=min(self.config.max_tokens_per_turn, budget),
-            sampling=sampling,
+            sampling=sampling_from(request),
         )
-        async with self._slots:
-            env = self.pool.acquire(self.config.env_id, self.config.env_kwargs)
-            try:
-                if task_id:
-                    await self._check_task(env, task_id)
-                else:
-                    options["task"] = Task(id=f"request-{uuid.uuid4().hex[:12]}", prompt=request.prompt())
-                traj = await run_episode(
-                    env,
-                    client,
-                    self.renderer,
-                    rollout,
-                    seed=request.seed,
-                    options=options,
-                    request_id=f"chatcmpl-{uuid.uuid4().hex}",
-                    sampling_seed=request.seed,
-                    executor=self.executor,
-                )
-            finally:
-                self.pool.release(env)
+        host = self.host
+        async with host.slots(), host.lease(self.config.env_id, self.config.env_kwargs) as env:
+            if task_id:
+                await self._check_task(env, task_id)
+            else:
+                options["task"] = Task(id=f"request-{uuid.uuid4().hex[:12]}", prompt=request.prompt())
+            traj = await host.run(
+                env,
+                client,
+                self.renderer,
+                rollout,
+                seed=request.seed,
+                options=options,
+                request_id=f"chatcmpl-{uuid.uuid4().hex}",
+                sampling_seed=request.seed,
+            )
         return traj.model_copy(update={"env_id": self.config.env_id})
 
     async def _check_task(self, env: Any, task_id: str) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self.executor, env.unwrapped.tasks.get, task_id)
+            await self.host.call(env.unwrapped.tasks.get, task_id)
         except KeyError as exc:
             message = exc.args[0] if exc.args else task_id
             raise HTTPException(404, f"{self.config.env_id} has no task {task_id!r}: {message}") from None
@@ -242,8 +232,7 @@ class _AgentState:
         if self.owns_client and self.client is not None:
             await self.client.close()
             self.client = None
-        self.pool.close()
-        self.executor.shutdown(wait=False)
+        self.host.close()
 
 
 def _completion(name: str, request: ChatRequest, traj: Trajectory) -> dict[str, Any]:
@@ -334,16 +323,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
-    from toolgym.core.kwargs import parse_kwargs
+    from toolgym.util.kwargs import env_kwargs_from_args
 
-    env_kwargs = parse_kwargs(args.env_kwarg)
-    if args.action_format:
-        env_kwargs["action_format"] = args.action_format
-    if args.max_turns:
-        env_kwargs["max_turns"] = args.max_turns
     return AgentConfig(
         env_id=args.env,
-        env_kwargs=env_kwargs,
+        env_kwargs=env_kwargs_from_args(args),
         model=args.model,
         servers=args.server,
         served_model_name=args.served_model_name,
@@ -355,7 +339,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import uvicorn
+    from toolgym.server.serving import serve_app
 
     args = _build_parser().parse_args(argv)
     if not args.server:
@@ -364,14 +348,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         quiet_engine_logs(args.verbose)  # before the in-process engine imports vLLM
     config = config_from_args(args)
     app = create_app(config)
-    print(
+    banner = (
         f"toolgym agent: POST http://{args.host}:{args.port}/v1/chat/completions (model {config.name!r}, "
-        f"env {config.env_id})",
-        file=sys.stderr,
-        flush=True,
+        f"env {config.env_id})"
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
-    return 0
+    return serve_app(app, args, banner)
 
 
 if __name__ == "__main__":

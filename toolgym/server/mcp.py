@@ -13,11 +13,11 @@ message; the MCP layer is FastMCP's (the ``mcp`` extra), the same server class t
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 from toolgym.core.types import ToolCall
+from toolgym.server.serving import serve_app
 from toolgym.server.tools_api import ToolServerConfig
 
 #: the session key of a stdio server: it has one client
@@ -29,7 +29,7 @@ def create_server(config: ToolServerConfig, *, name: str = "toolgym", sandbox: A
     from fastmcp import FastMCP
     from fastmcp.tools import FunctionTool
 
-    from toolgym.server.tools import ToolRuntime
+    from toolgym.server.tools_app import ToolRuntime
 
     runtime = ToolRuntime(config, sandbox=sandbox)
     server = FastMCP(name)
@@ -70,11 +70,13 @@ def tool_names(tools: str | None, env_id: str | None) -> list[str]:
     if env_id:
         import gymnasium as gym
 
-        import toolgym  # noqa: F401 - registers the envs
+        import toolgym  # registers the envs
 
         env = gym.make(env_id)
         try:
-            names += list(env.unwrapped.tools)
+            inner = env.unwrapped
+            assert isinstance(inner, toolgym.ToolEnv), env_id
+            names += list(inner.tools)
         finally:
             env.close()
     names += [t.strip() for t in (tools or "").split(",") if t.strip() and t.strip() not in names]
@@ -84,6 +86,8 @@ def tool_names(tools: str | None, env_id: str | None) -> list[str]:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from toolgym.server.tools import add_runtime_arguments
+
     d = ToolServerConfig()
     p = argparse.ArgumentParser(
         prog="toolgym serve mcp",
@@ -94,30 +98,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stdio", action="store_true", help="speak MCP over stdin/stdout instead of HTTP")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8003, help="port (default 8003)")
-    p.add_argument(
-        "--tool-option",
-        action="append",
-        default=[],
-        metavar="TOOL.KEY=VALUE",
-        help="an option of one tool, e.g. python.timeout=5 (repeatable; values read as JSON)",
-    )
-    p.add_argument("--session-idle-timeout", type=float, default=d.session_idle_timeout)
-    p.add_argument("--max-sessions", type=int, default=d.max_sessions)
-    p.add_argument("--sandbox-workers", type=int, default=d.sandbox_workers, help="programs at once")
+    add_runtime_arguments(p, d)
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> ToolServerConfig:
-    from toolgym.server.tools import tool_options_from_args
+    from toolgym.server.tools import runtime_options_from_args
 
-    return ToolServerConfig(
-        tools=tool_names(args.tools, args.env),
-        tool_options=tool_options_from_args(args.tool_option),
-        session_idle_timeout=args.session_idle_timeout,
-        max_sessions=args.max_sessions,
-        sandbox_workers=args.sandbox_workers,
-    )
+    return ToolServerConfig(tools=tool_names(args.tools, args.env), **runtime_options_from_args(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -127,15 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.stdio:
         server.run(transport="stdio", show_banner=False)
         return 0
-    import uvicorn
-
-    print(
-        f"toolgym mcp: {', '.join(config.tools)} at http://{args.host}:{args.port}/mcp",
-        file=sys.stderr,
-        flush=True,
-    )
-    uvicorn.run(server.http_app(path="/mcp"), host=args.host, port=args.port, log_level=args.log_level)
-    return 0
+    banner = f"toolgym mcp: {', '.join(config.tools)} at http://{args.host}:{args.port}/mcp"
+    return serve_app(server.http_app(path="/mcp"), args, banner)
 
 
 __all__ = ["create_server", "main", "tool_names"]

@@ -17,8 +17,8 @@ inside a ``/ws`` session, which use that session's tools), stateless ``POST /res
 per request, so ``/step`` answers 409: play episodes over ``/ws``), ``GET /state``, ``/schema``,
 ``/metadata``, ``/health``. The models are in ``toolgym.server.openenv_env``.
 
-Sessions: up to ``--max-sessions`` at once (256 by default), each with its own env instance from an
-:class:`~toolgym.rollout.pool.EnvPool` (reused across sessions, so a new session does not rebuild the env);
+Sessions: up to ``--max-sessions`` at once (256 by default), each with its own env instance from the
+server's episode host (``toolgym.rollout.host``; reused across sessions, so a new one does not rebuild it);
 a session idle for ``--idle-timeout`` seconds is closed by OpenEnv's reaper (it checks every
 ``max(timeout / 4, 5)`` seconds); a new session beyond the limit gets OpenEnv's busy error
 (``CAPACITY_REACHED``). The env is the same as in process: the same seed and actions give the same
@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolgym.core.kwargs import parse_kwargs, positive_int
+from toolgym.util.kwargs import parse_kwargs, positive_int
 
 DEFAULT_MAX_SESSIONS = 256
 DEFAULT_IDLE_TIMEOUT = 600.0
@@ -58,7 +57,7 @@ def create_app(
 
     import toolgym
     from toolgym.core.registry import ENVS
-    from toolgym.rollout.pool import EnvPool
+    from toolgym.rollout.host import EpisodeHost
     from toolgym.server.openenv_env import (
         EnvSource,
         RequestError,
@@ -73,11 +72,11 @@ def create_app(
     if idle_timeout is not None and idle_timeout <= 0:
         raise ValueError(f"idle_timeout must be > 0 seconds (or None for never), got {idle_timeout}")
     kwargs = dict(env_kwargs or {})
-    pool = EnvPool(max_idle=max_sessions)
-    pool.release(pool.acquire(env_id, kwargs))  # fail now on a bad id or kwargs, and warm one instance
+    host = EpisodeHost(max_concurrent_episodes=max_sessions, max_idle=max_sessions, name="openenv")
+    host.session(env_id, kwargs).close()  # fail now on a bad id or kwargs, and warm one instance
     spec = ENVS.get(env_id)
     description = spec.description if spec is not None else ""
-    source = EnvSource(env_id, kwargs, pool, description=description, version=toolgym.__version__)
+    source = EnvSource(env_id, kwargs, host, description=description, version=toolgym.__version__)
     app = openenv_create_app(
         functools.partial(ToolgymEnvironment, source),  # a class partial: OpenEnv reads its concurrency flag
         TextAction,
@@ -96,7 +95,7 @@ def create_app(
         return JSONResponse(status_code=422, content={"detail": str(exc)})
 
     app.add_middleware(_QuietClientClose)
-    app.router.on_shutdown.append(pool.close)
+    app.router.on_shutdown.append(host.close)
     app.state.toolgym_source = source
     return app
 
@@ -153,8 +152,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from toolgym.server.serving import serve_app
+
     args = _build_parser().parse_args(argv)
-    import uvicorn
 
     app = create_app(
         args.env,
@@ -162,14 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout or None,
     )
-    print(
+    banner = (
         f"toolgym openenv: {args.env} on ws://{args.host}:{args.port}/ws "
-        f"(up to {args.max_sessions} sessions; MCP tools at /mcp)",
-        file=sys.stderr,
-        flush=True,
+        f"(up to {args.max_sessions} sessions; MCP tools at /mcp)"
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, backlog=4096)
-    return 0
+    return serve_app(app, args, banner, backlog=4096)
 
 
 if __name__ == "__main__":

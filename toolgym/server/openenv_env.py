@@ -14,14 +14,13 @@ unchanged:
   top-level fields (``done`` = terminated or truncated).
 
 OpenEnv puts only the observation's own fields on the wire (its ``metadata`` is dropped by the server), so
-everything useful is a field here. Each session gets its own env instance, borrowed from an
-:class:`~toolgym.rollout.pool.EnvPool` and given back when the session closes (OpenEnv's stateless HTTP
-``/reset`` and ``/step`` borrow one per request, so they stay cheap).
+everything useful is a field here. Each session is an :class:`~toolgym.rollout.host.EnvSession` of the
+server's episode host: its own env instance, borrowed from the host's pool and given back when the session
+closes (OpenEnv's stateless HTTP ``/reset`` and ``/step`` borrow one per request, so they stay cheap).
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +29,8 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 from pydantic import Field
 
 from toolgym.core.types import ToolCall
-from toolgym.rollout.pool import EnvPool
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.session import EnvSession, SessionClosed
 
 
 class SessionError(RuntimeError):
@@ -79,29 +79,25 @@ class ToolgymState(State):
 
 @dataclass
 class EnvSource:
-    """What every session's env is made from: one env id and kwargs, one pool of instances."""
+    """What every session's env is made from: one env id and kwargs, one host to lease instances from."""
 
     env_id: str
     kwargs: dict[str, Any] = field(default_factory=dict)
-    pool: EnvPool = field(default_factory=EnvPool)
+    host: EpisodeHost = field(default_factory=lambda: EpisodeHost(name="openenv"))
     description: str = ""
     version: str = ""
 
 
 class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymState]):
-    """One OpenEnv session over one toolgym env instance (borrowed from the source's pool on creation,
-    given back on ``close``). The env's tools are also served on OpenEnv's MCP route (``mcp_server``)."""
+    """One OpenEnv session over one toolgym env instance (a session of the source's host, given back on
+    ``close``). The env's tools are also served on OpenEnv's MCP route (``mcp_server``)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, source: EnvSource):
         super().__init__()
         self.source = source
-        self._env: Any = source.pool.acquire(source.env_id, source.kwargs)
-        self._lock = threading.Lock()  # close() may come from the reaper while a step runs
-        self._started = False
-        self._done = False
-        self._seen = 0  # messages already sent to the client
+        self._session: EnvSession = source.host.session(source.env_id, source.kwargs)
         self._episode_id: str | None = None
         self._steps = 0
         self._task_id: str | None = None
@@ -127,49 +123,46 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
         options = dict(options or {})
         if task_id is not None:
             options["task_id"] = task_id
-        env = self._live_env()
+        session = self._live()
         try:
-            text, info = env.reset(seed=seed, options=options or None)
+            text, info = session.reset(seed=seed, options=options or None)
         except (LookupError, ValueError) as exc:  # an unknown task id or option: the request's fault
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise RequestError(f"reset: {message}") from None
-        self._started, self._done, self._steps = True, False, 0
+        self._steps = 0
         self._episode_id = episode_id or f"{info['task_id']}#seed={seed}"
         self._task_id, self._turn = info["task_id"], info["turn"]
-        self._seen = len(info["messages"])
         return ToolgymObservation(
             text=text, messages=info["messages"], tools=info["tools"], task_id=info["task_id"], turn=0
         )
 
     def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> ToolgymObservation:
-        env = self._live_env()
-        if not self._started:
+        session = self._live()
+        if not session.started:
             raise SessionError(
                 "reset before step: this session has no episode. (OpenEnv's HTTP POST /step is stateless, "
                 "a fresh env per request; play episodes over a WebSocket session: /ws, e.g. GenericEnvClient)"
             )
-        if self._done:
+        if session.done:
             raise SessionError("the episode is over; reset to start another")
-        text, reward, terminated, truncated, info = env.step(action.message)
+        step = session.step(action.message)
         self._steps += 1
+        info = step.info
         self._turn = info["turn"]
-        self._done = bool(terminated or truncated)
-        messages = info["messages"]
-        added, self._seen = messages[self._seen :], len(messages)
         verdict = info.get("verdict")
         parsed = info.get("action")
         return ToolgymObservation(
-            text=text,
-            messages=added,
+            text=step.observation,
+            messages=step.added,
             task_id=info["task_id"],
             turn=info["turn"],
-            terminated=bool(terminated),
-            truncated=bool(truncated),
+            terminated=step.terminated,
+            truncated=step.truncated,
             action=parsed.model_dump(mode="json") if parsed is not None else None,
             tool_results=[r.model_dump(mode="json") for r in info.get("tool_results", [])],
             verdict=verdict.model_dump(mode="json") if verdict is not None else None,
-            reward=float(reward),
-            done=self._done,
+            reward=step.reward,
+            done=step.done,
         )
 
     @property
@@ -180,7 +173,7 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
             env_id=self.source.env_id,
             task_id=self._task_id,
             turn=self._turn,
-            done=self._done,
+            done=self._session.done,
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -192,12 +185,10 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
         )
 
     def close(self) -> None:
-        """Give the env back to the pool (once). A session the server expired for idleness ends here too;
-        its client's next call gets a clear error rather than another session's env."""
-        with self._lock:
-            env, self._env = self._env, None
-        if env is not None:
-            self.source.pool.release(env)
+        """Give the env back to the host (once; safe while a step runs). A session the server expired for
+        idleness ends here too; its client's next call gets a clear error rather than another session's
+        env."""
+        self._session.close()
 
     # -- MCP: the env's tools, listed and called directly (outside the episode's turns) ---------------------
 
@@ -205,12 +196,12 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
     def mcp_server(self) -> Any:
         """A FastMCP server with the env's tools (built on first use: OpenEnv's ``/mcp`` route reads it)."""
         if self._mcp is None:
-            self._mcp = _mcp_server(self, self._live_env().unwrapped.tools)
+            self._mcp = _mcp_server(self, self._live().inner.tools)
         return self._mcp
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run one of the env's tools on this session's instance; an MCP ``tools/call`` result."""
-        tool = self._live_env().unwrapped.tools[name]
+        tool = self._live().inner.tools[name]
         result = await tool.acall(ToolCall(name=name, arguments=arguments))
         return {
             "content": [{"type": "text", "text": result.output}],
@@ -220,14 +211,15 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
 
     # -- internals -----------------------------------------------------------------------------------------
 
-    def _live_env(self) -> Any:
-        env = self._env
-        if env is None:
+    def _live(self) -> EnvSession:
+        try:
+            self._session.env  # noqa: B018 - raises once the session is closed
+        except SessionClosed:
             raise SessionError(
                 "this session is closed (the server expires sessions idle longer than its --idle-timeout); "
                 "open a new session and reset"
-            )
-        return env
+            ) from None
+        return self._session
 
 
 def _mcp_server(session: ToolgymEnvironment, tools: dict[str, Any]) -> Any:

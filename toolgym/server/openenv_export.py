@@ -95,9 +95,13 @@ def _manifest(pkg: str, env_id: str, env_kwargs: Mapping[str, Any]) -> str:
     import gymnasium as gym
     import yaml
 
+    import toolgym
+
     env = gym.make(env_id, **env_kwargs)
     try:
-        tools = sorted(env.unwrapped.tools)
+        inner = env.unwrapped
+        assert isinstance(inner, toolgym.ToolEnv), env_id
+        tools = sorted(inner.tools)
     finally:
         env.close()
     manifest = {

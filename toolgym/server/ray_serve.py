@@ -1,9 +1,10 @@
 """``toolgym serve tools --ray``: the tool server as a Ray Serve deployment, replicated and autoscaled.
 
-Each replica runs the very app ``toolgym serve tools`` runs (``toolgym.server.tools.create_app``, with its
-admission limits, metrics and lifespan), built on the replica from the same :class:`ToolServerConfig`; Ray
-Serve's proxy spreads requests over the replicas. ``--replicas N`` fixes their number; ``--min-replicas`` /
-``--max-replicas`` let Serve's autoscaler follow the load (``target_ongoing_requests`` per replica).
+Each replica runs the very app ``toolgym serve tools`` runs (``toolgym.server.tools_app.create_app``, with
+its admission limits, metrics and lifespan), built on the replica from the same :class:`ToolServerConfig`;
+Ray Serve's proxy spreads requests over the replicas. ``--replicas N`` fixes their number;
+``--min-replicas`` / ``--max-replicas`` let Serve's autoscaler follow the load (``target_ongoing_requests``
+per replica).
 
 State: a stateful tool (the python interpreter of a trajectory, ``?session_id=`` / verl-tool's
 ``trajectory_ids``) lives on the replica that created it, and Serve does not route by session, so with more
@@ -23,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolgym.core.kwargs import positive_int
 from toolgym.server.tools_api import ToolServerConfig
+from toolgym.util.kwargs import positive_int
 
 __all__ = [
     "RayServeOptions",
@@ -73,7 +74,7 @@ class ToolServerDeployment:
         self.config = ToolServerConfig.model_validate(config)
 
     def __serve_build_asgi_app__(self) -> Any:
-        from toolgym.server.tools import create_app
+        from toolgym.server.tools_app import create_app
 
         return create_app(self.config)
 

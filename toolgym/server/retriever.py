@@ -14,9 +14,8 @@ Documents come from a JSONL corpus (``--corpus``), a saved index (``--index``; b
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field
 from toolgym.search.base import Retriever
 from toolgym.search.bm25 import BM25Index
 from toolgym.search.world import KnowledgeWorld
+from toolgym.server.serving import serve_app
 
 
 class RetrieveRequest(BaseModel):
@@ -50,7 +50,7 @@ def create_app(retriever: Retriever, *, topk: int = 3, topk_max: int = 100) -> F
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        size = len(retriever) if hasattr(retriever, "__len__") else None
+        size = len(retriever) if isinstance(retriever, Sized) else None
         return {"status": "ok", "documents": size}
 
     return app
@@ -100,23 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if not 1 <= args.topk <= args.topk_max:
         raise ValueError(f"--topk must be between 1 and --topk-max ({args.topk_max}), got {args.topk}")
-    import uvicorn
-
     started = time.perf_counter()
     index = load_index(args)
-    print(
+    banner = (
         f"toolgym retriever: {len(index):,} documents ready in {time.perf_counter() - started:.1f} s; "
-        f"POST http://{args.host}:{args.port}/retrieve",
-        file=sys.stderr,
-        flush=True,
+        f"POST http://{args.host}:{args.port}/retrieve"
     )
-    uvicorn.run(
-        create_app(index, topk=args.topk, topk_max=args.topk_max),
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-    )
-    return 0
+    return serve_app(create_app(index, topk=args.topk, topk_max=args.topk_max), args, banner)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The reward server's request and response bodies, shared by the server and ``RewardClient``.
 
 A request is a model ``response`` and a ``verification_info`` — a JSON object, or its JSON text as some
-datasets store it — whose ``type`` names a scorer (``toolgym.rewards.registry``): ``{"type": "math",
+datasets store it — whose ``type`` names a scorer (``toolgym.rewards.scorers``): ``{"type": "math",
 "ground_truth": "\\frac{1}{2}"}``. A result is ``{score, passed, details, error}``; ``error`` is set only
 when the verifier could not judge (a timeout, a crash), so a trainer never mistakes it for a wrong answer.
 """

@@ -15,7 +15,6 @@ Thread-safe; ``score_batch`` sends chunks of ``batch_size`` items on up to ``max
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,16 +22,18 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from toolgym.core.http import pooled_client
-from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.server.reward_api import BatchResult, ScoreResult
+from toolgym.util.http import RetryingJsonClient
 
 
 class RewardServerError(RuntimeError):
     """The server could not score the request (after retries, or because the request was refused)."""
 
 
-class RewardClient:
+class RewardClient(RetryingJsonClient):
+    error = RewardServerError
+    retry_non_json = True
+
     def __init__(
         self,
         url: str,
@@ -47,11 +48,15 @@ class RewardClient:
         """``transport`` replaces the network (tests, custom proxies); ``timeout`` is per HTTP request."""
         if max_workers < 1 or retries < 0 or batch_size < 1 or timeout <= 0:
             raise ValueError("need max_workers >= 1, retries >= 0, batch_size >= 1 and timeout > 0")
-        self.url = url.rstrip("/")
-        self.retries = retries
-        self.backoff = backoff
+        super().__init__(
+            url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_workers=max_workers,
+            transport=transport,
+        )
         self.batch_size = batch_size
-        self._http = pooled_client(self.url, timeout=timeout, max_workers=max_workers, transport=transport)
         self._threads = ThreadPoolExecutor(max_workers, thread_name_prefix="toolgym-reward-client")
 
     def score(self, response: str, verification_info: Mapping[str, Any] | str) -> ScoreResult:
@@ -72,45 +77,12 @@ class RewardClient:
             results.extend(_parse(BatchResult, reply).results)
         return results
 
-    def health(self) -> dict[str, Any]:
-        return self._request("GET", "/health", None)
-
     def close(self) -> None:
         self._threads.shutdown(wait=False, cancel_futures=True)
-        self._http.close()
-
-    def __enter__(self) -> RewardClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         return self._request("POST", path, body)
-
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        last = "no attempt made"
-        for attempt in range(self.retries + 1):
-            if attempt:
-                time.sleep(backoff_delay(attempt, self.backoff))
-            try:
-                reply = self._http.request(method, path, json=body)
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if reply.status_code == 200:
-                try:
-                    return reply.json()
-                except ValueError:
-                    last = "the server sent a body that is not JSON"
-                    continue
-            detail = _detail(reply)
-            if not is_retryable_status(reply.status_code):
-                raise RewardServerError(
-                    f"{method} {self.url}{path} refused: HTTP {reply.status_code}: {detail}"
-                )
-            last = f"HTTP {reply.status_code}: {detail}"
-        raise RewardServerError(f"{method} {self.url}{path} failed after {self.retries + 1} attempts: {last}")
 
 
 def _parse(model: type[Any], body: Any) -> Any:
@@ -118,13 +90,6 @@ def _parse(model: type[Any], body: Any) -> Any:
         return model.model_validate(body)
     except ValidationError as exc:
         raise RewardServerError(f"the server's reply is not a {model.__name__}: {exc}") from None
-
-
-def _detail(reply: httpx.Response) -> str:
-    try:
-        return str(reply.json().get("detail", reply.text))[:500]
-    except (ValueError, AttributeError):
-        return reply.text[:500]
 
 
 __all__ = ["RewardClient", "RewardServerError", "ScoreResult"]

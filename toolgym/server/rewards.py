@@ -3,14 +3,14 @@
 ``POST /score`` takes ``{"response": str, "verification_info": {"type": ..., ...}}`` and returns
 ``{"score", "passed", "details", "error"}``; ``POST /score_batch`` takes ``{"items": [...]}`` and returns
 ``{"results": [...]}`` in order; ``GET /health`` lists the scorer types. The bodies are in ``reward_api``,
-the scorers in ``toolgym.rewards.registry`` (the same table verl's ``compute_score`` uses).
+the scorers in ``toolgym.rewards.scorers`` (the same table verl's ``compute_score`` uses).
 
 Errors are never rewards: a malformed body, an unknown ``type`` or a ``verification_info`` without what its
 scorer needs is HTTP 422 (nothing is scored); a verifier that cannot judge gives a result with ``error``
 set; an unexpected failure inside a scorer is also an ``error`` result, never a plain 0.
 
 Concurrency is bounded: scoring runs on ``max_concurrency`` threads (math-verify itself on its own process
-pool, see ``toolgym.rewards.pool``); requests beyond that wait their turn, none are dropped.
+pool, see ``toolgym.rewards.worker_pool``); requests beyond that wait their turn, none are dropped.
 
 ``save_dir`` records every computation (request, result, latency) as JSON lines in
 ``save_dir/rewards-<time>-<pid>.jsonl``, written every ``save_freq`` records and on shutdown, for debugging.
@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -33,8 +32,9 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException
 
-from toolgym.rewards.registry import BadVerificationInfo, UnknownScorer, get_scorer, score, scorer_names
+from toolgym.rewards.scorers import BadVerificationInfo, UnknownScorer, get_scorer, score, scorer_names
 from toolgym.server.reward_api import BatchRequest, BatchResult, ScoreRequest, ScoreResult
+from toolgym.server.serving import serve_app
 
 
 class Recorder:
@@ -189,16 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.math_workers < 1:
             raise ValueError(f"--math-workers must be >= 1, got {args.math_workers}")
         os.environ["TOOLGYM_MATH_WORKERS"] = str(args.math_workers)
-    import uvicorn
-
     app = create_app(max_concurrency=args.max_concurrency, save_dir=args.save_dir, save_freq=args.save_freq)
-    print(
-        f"toolgym rewards: POST http://{args.host}:{args.port}/score (types: {', '.join(scorer_names())})",
-        file=sys.stderr,
-        flush=True,
+    banner = (
+        f"toolgym rewards: POST http://{args.host}:{args.port}/score (types: {', '.join(scorer_names())})"
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, backlog=4096)
-    return 0
+    return serve_app(app, args, banner, backlog=4096)
 
 
 if __name__ == "__main__":

@@ -83,11 +83,11 @@ class ToolSessions:
                 async with session.lock:
                     if session.closed:
                         continue
-                    tool = session.tools.get(name)
-                    if tool is None:
-                        tool = session.tools[name] = self._factories[name]()
-                        tool.start_episode(session_id)
-                    yield tool
+                    held = session.tools.get(name)
+                    if held is None:
+                        held = session.tools[name] = self._factories[name]()
+                        held.start_episode(session_id)
+                    yield held
                     return
             finally:
                 session.busy -= 1

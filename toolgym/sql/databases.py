@@ -18,8 +18,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from urllib.parse import quote
 
-from toolgym.core.table import format_table
 from toolgym.sql.engine import SqlEngine, sql_engine
+from toolgym.util.table import format_table
 
 SUFFIXES = (".sqlite", ".db", ".sqlite3")
 

@@ -46,7 +46,7 @@ _CELL_CHARS = 10_000  # a kept cell longer than this is cut (the row count and c
 
 _CHUNK = 30_000  # characters of a reply per call: a call's output stays far below the session's output cap
 
-_toolgym_sql_connections = {}
+_toolgym_sql_connections: dict[str, sqlite3.Connection] = {}
 _toolgym_sql_deadline = [float("inf")]
 _toolgym_sql_pending = [""]
 

@@ -23,94 +23,23 @@ import random
 import sqlite3
 import tempfile
 import threading
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from toolgym.core.paths import cache_root
 from toolgym.core.task import ProceduralSource, Task
-from toolgym.search.world_vocabulary import ADJECTIVES, NOUNS, invented_word, splitmix
 from toolgym.sql.compare import has_outer_order_by
 from toolgym.sql.databases import DatabaseCatalog, describe_database, open_read_only
-from toolgym.sql.world_domains import DOMAINS, Column, Table
+from toolgym.sql.world_domains import DOMAINS, Table
+from toolgym.sql.world_questions import draw_question
+from toolgym.sql.world_schema import DatabaseSpec, SharedConnection, WorldColumn, WorldTable
+from toolgym.util.paths import cache_root
+from toolgym.util.world_vocabulary import ADJECTIVES, NOUNS, invented_word, splitmix
 
 #: bump when generation changes: the cache directory is named after it, so stale files are never reused
 WORLD_VERSION = 1
 DEFAULT_NUM_DATABASES = 64
 LEVELS = (1, 2, 3)
 _DOMAIN_NAMES = sorted(DOMAINS)
-_TYPES = {"label": "TEXT", "category": "TEXT", "date": "TEXT", "int": "INTEGER", "year": "INTEGER"}
-_TYPES["real"] = "REAL"
-
-
-@dataclass(frozen=True)
-class WorldColumn:
-    """A column of one database: its name there and its template."""
-
-    name: str
-    spec: Column
-
-    @property
-    def kind(self) -> str:
-        return self.spec.kind
-
-    @property
-    def phrase(self) -> str:
-        return self.spec.phrase
-
-    @property
-    def role(self) -> str:
-        """For a foreign key: how a question names the row it points at ("author", "home team")."""
-        return self.spec.role
-
-
-@dataclass(frozen=True)
-class WorldTable:
-    """A table of one database: its names there (table, singular, plural), columns and row count."""
-
-    key: str
-    name: str
-    singular: str
-    plural: str
-    columns: tuple[WorldColumn, ...]
-    rows: int
-
-    def of_kind(self, *kinds: str) -> list[WorldColumn]:
-        return [c for c in self.columns if c.kind in kinds]
-
-    @property
-    def label(self) -> WorldColumn | None:
-        found = self.of_kind("label")
-        return found[0] if found else None
-
-
-@dataclass(frozen=True)
-class DatabaseSpec:
-    """What database ``index`` of a world is: its id, domain and tables (the values are drawn when built)."""
-
-    db_id: str
-    domain: str
-    tables: tuple[WorldTable, ...]
-    seed: int
-
-    def table(self, key: str) -> WorldTable:
-        return next(t for t in self.tables if t.key == key)
-
-    def links(self) -> list[tuple[WorldTable, WorldColumn, WorldTable]]:
-        """Every foreign key as (child table, its fk column, parent table)."""
-        return [(t, c, self.table(c.spec.ref)) for t in self.tables for c in t.of_kind("fk")]
-
-    def create_statements(self) -> list[str]:
-        statements = []
-        for table in self.tables:
-            lines = ["    id INTEGER PRIMARY KEY"]
-            lines += [f"    {c.name} {_TYPES.get(c.kind, 'INTEGER')} NOT NULL" for c in table.columns]
-            lines += [
-                f"    FOREIGN KEY ({c.name}) REFERENCES {self.table(c.spec.ref).name}(id)"
-                for c in table.of_kind("fk")
-            ]
-            statements.append(f"CREATE TABLE {table.name} (\n" + ",\n".join(lines) + "\n)")
-        return statements
 
 
 class SqlWorld(DatabaseCatalog):
@@ -217,8 +146,6 @@ class SqlWorld(DatabaseCatalog):
     def task(self, seed: int, levels: int | tuple[int, ...] = LEVELS, sample_rows: int = 0) -> Task:
         """The question for ``seed``: a database, a level and a template drawn from the seed, instantiated on
         the database's values; deterministic in ``(world, seed, levels)``."""
-        from toolgym.sql.world_questions import draw_question  # (it imports this module's types)
-
         allowed = check_levels(levels)
         rng = random.Random(splitmix(self._key ^ 0xD1CE ^ int(seed)))
         index = rng.randrange(self.num_databases)
@@ -237,18 +164,6 @@ class SqlWorld(DatabaseCatalog):
                 "template": question.template,
             },
         )
-
-
-class SharedConnection:
-    """A read-only connection that threads take turns on (``execute(sql).fetchall()`` as one step)."""
-
-    def __init__(self, con: sqlite3.Connection):
-        self._con = con
-        self._lock = threading.Lock()
-
-    def rows(self, sql: str) -> list[tuple]:
-        with self._lock:
-            return self._con.execute(sql).fetchall()
 
 
 _CONNECTIONS: dict[str, SharedConnection] = {}

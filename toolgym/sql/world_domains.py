@@ -20,6 +20,8 @@ kind             values
 
 Every table also has ``id INTEGER PRIMARY KEY``. A table whose ``fk`` points at another needs that table in
 the database, so a database is closed under references.
+
+This file is long because it is data: the six domains' table and column templates, one after another.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Question templates over a world database, with their gold SQL, by level.
 
-A template reads the database's tables and column kinds (``toolgym.sql.world``), draws what to ask about from
-the database's own values (a category value that occurs, a threshold between real values, a row's name), and
-writes the question and its gold query; it raises ``NoFit`` when the database has nothing of the kind it
-needs. A drawn question is kept only if its gold result is a real answer: 1 to ``MAX_ROWS`` rows, no NULL, no
-zero count, and for a ranking no tie at the cut (so the rows it orders, and the ones ``LIMIT`` keeps, are the
-only right ones). Otherwise another template or value is drawn.
+A template reads the database's tables and column kinds (``toolgym.sql.world_schema``), draws what to ask
+about from the database's own values (a category value that occurs, a threshold between real values, a row's
+name), and writes the question and its gold query; it raises ``NoFit`` when the database has nothing of the
+kind it needs. A drawn question is kept only if its gold result is a real answer: 1 to ``MAX_ROWS`` rows, no
+NULL, no zero count, and for a ranking no tie at the cut (so the rows it orders, and the ones ``LIMIT`` keeps,
+are the only right ones). Otherwise another template or value is drawn.
 
 =====  ==================================================================================================
 level  templates
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolgym.sql.world import DatabaseSpec, SharedConnection, WorldColumn, WorldTable
+from toolgym.sql.world_schema import DatabaseSpec, SharedConnection, WorldColumn, WorldTable
 
 MAX_ROWS = 20
 _ATTEMPTS = 60
@@ -59,10 +59,10 @@ class _Db:
             self._values[key] = [r[0] for r in rows]
         return self._values[key]
 
-    def tables(self, need: Callable[[WorldTable], bool]) -> list[WorldTable]:
+    def tables(self, need: Callable[[WorldTable], object]) -> list[WorldTable]:
         return [t for t in self.spec.tables if need(t)]
 
-    def links(self, need: Callable[[Link], bool] = lambda link: True) -> list[Link]:
+    def links(self, need: Callable[[Link], object] = lambda link: True) -> list[Link]:
         return [link for link in self.spec.links() if need(link)]
 
     def shared_parent(self, child: WorldTable, parent: WorldTable) -> bool:
@@ -96,6 +96,13 @@ def _pick(rng: random.Random, options: list) -> Any:
 def _parent_link(rng: random.Random, db: _Db) -> Link:
     """A foreign key whose parent rows have names: (child table, fk column, parent table)."""
     return _pick(rng, db.links(lambda lk: lk[2].label is not None))
+
+
+def _label(table: WorldTable) -> WorldColumn:
+    """The name column of a table chosen for having one (``_parent_link``'s parent)."""
+    label = table.label
+    assert label is not None, table.name
+    return label
 
 
 # ------------------------------------------------------------------------------------------ level 1
@@ -221,11 +228,12 @@ def join_filter(rng: random.Random, db: _Db) -> Question:
 
 def join_count(rng: random.Random, db: _Db) -> Question:
     child, fk, parent = _parent_link(rng, db)
-    name = rng.choice(db.values(parent, parent.label))
+    lab = _label(parent)
+    name = rng.choice(db.values(parent, lab))
     return Question(
         f"How many {child.plural} have {_said(name)} as their {fk.role}?",
         f"SELECT COUNT(*) FROM {child.name} AS T1 JOIN {parent.name} AS T2 ON T1.{fk.name} = T2.id "
-        f"WHERE T2.{parent.label.name} = {_lit(name)}",
+        f"WHERE T2.{lab.name} = {_lit(name)}",
         "join_count",
     )
 
@@ -267,7 +275,7 @@ def group_average(rng: random.Random, db: _Db) -> Question:
 
 def count_per_parent(rng: random.Random, db: _Db) -> Question:
     child, fk, parent = _parent_link(rng, db)
-    lab = parent.label
+    lab = _label(parent)
     return Question(
         f"For each {parent.singular} that has at least one of them, how many {_has(child, fk, parent, db)} "
         f"does it have? Give the {parent.singular}'s {lab.phrase} with the count.",
@@ -286,7 +294,7 @@ def having_count(rng: random.Random, db: _Db) -> Question:
     if len(counts) < 2:
         raise NoFit
     n = counts[-rng.randint(2, min(len(counts), MAX_ROWS))]
-    lab = parent.label
+    lab = _label(parent)
     return Question(
         f"Which {parent.plural} have more than {n} {_has(child, fk, parent, db)}? Give their {lab.phrase}.",
         f"SELECT T2.{lab.name} FROM {parent.name} AS T2 JOIN {child.name} AS T1 ON T1.{fk.name} = T2.id "
@@ -310,7 +318,7 @@ def above_average(rng: random.Random, db: _Db) -> Question:
 
 def without_any(rng: random.Random, db: _Db) -> Question:
     child, fk, parent = _parent_link(rng, db)
-    lab = parent.label
+    lab = _label(parent)
     return Question(
         f"Which {parent.plural} have no {_has(child, fk, parent, db)}? Give their {lab.phrase}.",
         f"SELECT {lab.name} FROM {parent.name} WHERE id NOT IN (SELECT {fk.name} FROM {child.name})",
@@ -323,7 +331,7 @@ def most(rng: random.Random, db: _Db) -> Question:
     top = db.rows(f"SELECT COUNT(*) FROM {child.name} GROUP BY {fk.name} ORDER BY 1 DESC LIMIT 2")
     if len(top) < 2 or top[0][0] == top[1][0]:  # a tie for the most: no single answer
         raise NoFit
-    lab = parent.label
+    lab = _label(parent)
     has = _has(child, fk, parent, db).replace("as their", "as its")
     return Question(
         f"Which {parent.singular} has the most {has}? Give the {parent.singular}'s {lab.phrase} and the "

@@ -13,7 +13,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -49,7 +49,9 @@ def play_script(
     """
     tool_env = _tool_env(env)
     env.reset(seed=seed, options=options)
-    reward, terminated, truncated, info = 0.0, False, False, {}
+    reward: SupportsFloat = 0.0
+    terminated = truncated = False
+    info: dict[str, Any] = {}
     tool_calls = tool_errors = 0
     for text in script_texts(env, script):
         _, reward, terminated, truncated, info = env.step(text)

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 
 def free_port() -> int:
@@ -23,7 +23,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_in_thread(app: Any, startup_timeout: float = 10.0, lifespan: str = "off") -> Iterator[str]:
+def serve_in_thread(
+    app: Any, startup_timeout: float = 10.0, lifespan: Literal["auto", "on", "off"] = "off"
+) -> Iterator[str]:
     """Serve ``app`` on ``127.0.0.1:<free port>``; yields the base URL (``http://127.0.0.1:PORT``).
     ``lifespan="on"`` runs the app's startup and shutdown hooks (e.g. OpenEnv's idle-session reaper)."""
     import uvicorn

@@ -262,7 +262,7 @@ def run_in_session(
 
 
 def _open_files() -> set[str]:
-    paths = set()
+    paths: set[str] = set()
     for fd_dir in Path("/proc").glob("[0-9]*/fd"):
         with contextlib.suppress(OSError):
             paths.update(os.readlink(fd) for fd in fd_dir.iterdir())

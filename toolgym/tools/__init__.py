@@ -1,6 +1,7 @@
-"""Tools the model can call. Importing this package registers the built-in tools by name."""
+"""Tools the model can call. Importing this package registers the built-in tools by name, and installs
+``Tool.from_function``'s maker (``toolgym.tools.function``)."""
 
-from toolgym.tools import bash, calculator, editor, python, search
+from toolgym.tools import bash, calculator, editor, function, python, search
 from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool
 from toolgym.tools.mcp import mcp_tools
 
@@ -10,6 +11,7 @@ __all__ = [
     "bash",
     "calculator",
     "editor",
+    "function",
     "make_tool",
     "mcp_tools",
     "python",

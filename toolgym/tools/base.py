@@ -20,8 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from toolgym.core.errors import unknown_name
 from toolgym.core.task import Task
-from toolgym.core.text import json_too_deep
 from toolgym.core.types import ToolCall, ToolResult
+from toolgym.util.text import json_too_deep
 
 
 class Tool(ABC):
@@ -41,6 +41,11 @@ class Tool(ABC):
     Args: ClassVar[type[BaseModel]]
     primary_arg: ClassVar[str | None] = None
 
+    #: what ``from_function`` calls: ``toolgym.tools.function.function_tool``, which that module installs here
+    #: when it is imported (it subclasses ``Tool``, so this module does not import it; the ``toolgym.tools``
+    #: package imports it, and so before anyone can reach this class)
+    function_tool_factory: ClassVar[Callable[..., Tool] | None] = None
+
     @staticmethod
     def from_function(
         fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
@@ -48,9 +53,10 @@ class Tool(ABC):
         """A tool from a typed function (sync or async) with a Google-style docstring: the schema from
         transformers' ``get_json_schema``, validation by pydantic, exceptions as error results (see
         ``toolgym.tools.function``)."""
-        from toolgym.tools.function import function_tool  # it subclasses Tool, so not at the top
-
-        return function_tool(fn, name=name, description=description)
+        factory = Tool.function_tool_factory
+        if factory is None:  # (only while the toolgym.tools package is still being imported)
+            raise RuntimeError("Tool.from_function needs toolgym.tools.function imported")
+        return factory(fn, name=name, description=description)
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -203,7 +209,7 @@ def _call_id(call: ToolCall | dict[str, Any] | str) -> str | None:
 
 
 ToolFactory = Callable[..., Tool]
-TOOLS: dict[str, ToolFactory] = {}
+TOOLS: dict[str, type[Tool]] = {}  # register_tool adds classes only
 _T = TypeVar("_T", bound=type[Tool])
 
 

@@ -33,7 +33,6 @@ import threading
 import time
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -111,13 +110,13 @@ _REFUSED_NODES: dict[type[ast.AST], str] = {
 class Calculator(Tool):
     """Exact rational arithmetic on one expression. See the module docstring for the rules and the bounds."""
 
-    name: ClassVar[str] = "calculator"
-    description: ClassVar[str] = (
+    name = "calculator"
+    description = (
         "Evaluate one arithmetic expression exactly. Supports + - * / // % ** and parentheses on integers "
         "and decimals (e.g. 48213*1937 - 12345, (2.5+1)/3, 2**64). No variables or functions; write numbers "
         "without thousands separators."
     )
-    primary_arg: ClassVar[str | None] = "expression"
+    primary_arg = "expression"
 
     class Args(BaseModel):
         expression: str = Field(description="One arithmetic expression.", examples=["48213*1937 - 12345"])

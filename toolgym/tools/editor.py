@@ -24,16 +24,16 @@ written with the workspace's path still reach the workspace. Output is cut in th
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from toolgym.core.task import Task
-from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult
 from toolgym.sandbox.driver import define_once, last_json
 from toolgym.tools.base import Tool, register_tool
 from toolgym.tools.bash import MAX_OUTPUT_CHARS, BashTool
+from toolgym.util.text import clip_middle
 
 #: the lines shown around an edit (SWE-agent shows four on each side)
 SNIPPET_LINES = 4
@@ -228,8 +228,8 @@ _DEFINE_EDITOR = define_once(EDITOR_DRIVER, "<editor-driver>", "_tg_edit")
 class EditorTool(Tool):
     """Views and edits files in a bash tool's workspace (see the module docstring)."""
 
-    name: ClassVar[str] = "str_replace_editor"
-    description: ClassVar[str] = (
+    name = "str_replace_editor"
+    description = (
         "View, create and edit files in the workspace. `view` shows a file with line numbers (or a "
         "directory's files two levels deep); `create` writes a new file; `str_replace` replaces `old_str` "
         "by `new_str` when `old_str` occurs exactly once in the file (include enough context to make it "

@@ -69,9 +69,9 @@ class FunctionTool(Tool):
     fn: ClassVar[Callable[..., Any]]
     is_async: ClassVar[bool]
     description_override: ClassVar[str | None] = None
-    description = _FromSchema()  # type: ignore[assignment]
-    Args = _FromSchema()  # type: ignore[assignment]
-    primary_arg = _FromSchema()  # type: ignore[assignment]
+    description = _FromSchema()
+    Args = _FromSchema()
+    primary_arg = _FromSchema()
     function_parameters = _FromSchema()
 
     @classmethod
@@ -154,6 +154,9 @@ def function_tool(
     return cls()
 
 
+Tool.function_tool_factory = function_tool  # Tool.from_function's maker (base.py cannot import this module)
+
+
 def _build_schema(fn: Callable[..., Any], name: str, description: str | None) -> _Schema:
     from transformers.utils import get_json_schema
 
@@ -200,14 +203,12 @@ def _args_model(fn: Callable[..., Any], tool_name: str, properties: dict[str, An
         annotation = hints.get(param.name, Any)
         choices = prop.get("enum")
         if choices and typing.get_origin(annotation) is not Literal:  # docstring "(choices: [...])"
-            annotation = Literal[tuple(choices)]  # type: ignore[valid-type]
+            annotation = Literal[tuple(choices)]
             if prop.get("nullable") or param.default is None:
                 annotation = annotation | None
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (annotation, Field(default, description=prop.get("description")))
-    return create_model(  # type: ignore[call-overload]
-        f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
-    )
+    return create_model(f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 def _arguments(args: BaseModel) -> dict[str, Any]:

@@ -55,6 +55,8 @@ class MCPConnection:
     def __init__(
         self, server: str | Sequence[str], *, env: dict[str, str] | None = None, cwd: str | None = None
     ):
+        self.url: str | None
+        self.command: list[str] | None
         if isinstance(server, str):
             if not server.startswith(("http://", "https://")):
                 raise ValueError(
@@ -212,12 +214,13 @@ class MCPTool(Tool):
 
     def __init__(self, connection: MCPConnection, info: Any, *, timeout: float, per_episode: bool):
         self.connection = connection
-        self.name = info.name
-        self.description = (getattr(info, "description", None) or info.name).strip()
+        # instance attributes shadow the class-level protocol fields (one class, a tool per server tool)
+        self.name = info.name  # type: ignore[misc]
+        self.description = (getattr(info, "description", None) or info.name).strip()  # type: ignore[misc]
         schema = getattr(info, "input_schema", None) or getattr(info, "inputSchema", None) or {}
         self._schema: dict[str, Any] = dict(schema) or {"type": "object", "properties": {}}
         self._schema.setdefault("type", "object")
-        self.primary_arg = _primary_arg(self._schema)
+        self.primary_arg = _primary_arg(self._schema)  # type: ignore[misc]
         self.timeout = float(timeout)
         self.per_episode = per_episode
         self._validator: Any = None

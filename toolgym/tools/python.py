@@ -22,7 +22,7 @@ evicted to make room (``toolgym.sandbox.capacity``); the seconds a call waited f
 from __future__ import annotations
 
 import threading
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -58,12 +58,12 @@ def render_exec_result(res: ExecResult, timeout: float) -> str:
 class PythonTool(Tool):
     """Runs code in a per-episode sandbox session (see the module docstring)."""
 
-    name: ClassVar[str] = "python"
-    description: ClassVar[str] = (
+    name = "python"
+    description = (
         "Run Python code in a sandboxed interpreter and see what it prints. Variables, functions and imports "
         "persist between calls in the same task. Use print() to show results."
     )
-    primary_arg: ClassVar[str | None] = "code"
+    primary_arg = "code"
 
     class Args(BaseModel):
         code: str = Field(description="Python source code to run; print() what you want to see.")

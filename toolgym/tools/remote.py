@@ -14,15 +14,17 @@ become a server-side session (``session_id``), freed on ``end_episode`` (``DELET
 The client sends every call through ``POST /batch``: calls made at the same time from many threads or
 tasks (envs stepping in parallel) go out together, up to ``batch_size`` per request on at most
 ``max_workers`` connections, at least ``request_interval`` seconds apart. Transport failures, 429 and 5xx
-are retried ``max_retries`` times with the shared backoff (``toolgym.core.retry``, honouring
+are retried ``retries`` times with the shared backoff (``toolgym.util.retry``, honouring
 ``Retry-After``); a refused request (other 4xx) raises at once. A call that finally fails raises
 ``ToolServerError``, which the tool turns into an ``infra_error`` result: our failure, not the model's.
+
+Why one module of this length: it holds both ends of one wire format (the bodies, which the server imports
+too), the batching client and the tool over it, so that the client and the server cannot drift apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import queue
 import threading
@@ -36,10 +38,9 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolgym.core.http import pooled_client
-from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.core.types import ToolCall, ToolResult
 from toolgym.tools.base import Tool
+from toolgym.util.http import RetryingJsonClient
 
 log = logging.getLogger("toolgym.tools.remote")
 
@@ -101,21 +102,22 @@ class _Pending:
         self.future: Future[ToolResult] = Future()
 
 
-class ToolServerClient:
+class ToolServerClient(RetryingJsonClient):
     """Thread-safe client of one tool server (see the module docstring for batching and retries).
 
     Args:
         url: the server's base address, ``http://host:port``.
         timeout: seconds for one HTTP attempt (a python call may take the tool's own timeout, so keep this
             above it).
-        max_retries: extra attempts after the first for a retryable failure.
-        retry_delay: the first wait between attempts, doubled after each (with jitter), at most 30 s.
+        retries: extra attempts after the first for a retryable failure.
+        backoff: the first wait between attempts, doubled after each (with jitter), at most 30 s.
         max_workers: requests in flight at once.
         request_interval: the least time between two requests this client starts (0: none).
         batch_size: the most calls in one request.
         transport: replaces the network (tests, proxies).
     """
 
+    error = ToolServerError
     _shared: ClassVar[dict[str, ToolServerClient]] = {}
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
@@ -124,30 +126,34 @@ class ToolServerClient:
         url: str,
         *,
         timeout: float = 60.0,
-        max_retries: int = 3,
-        retry_delay: float = 0.5,
+        retries: int = 3,
+        backoff: float = 0.5,
         max_workers: int = 16,
         request_interval: float = 0.0,
         batch_size: int = 64,
         transport: httpx.BaseTransport | None = None,
     ):
-        if timeout <= 0 or max_retries < 0 or retry_delay < 0 or max_workers < 1 or batch_size < 1:
+        if timeout <= 0 or retries < 0 or backoff < 0 or max_workers < 1 or batch_size < 1:
             raise ValueError(
-                "need timeout > 0, max_retries >= 0, retry_delay >= 0, max_workers >= 1, batch_size >= 1"
+                "need timeout > 0, retries >= 0, backoff >= 0, max_workers >= 1, batch_size >= 1"
             )
         if request_interval < 0:
             raise ValueError(f"request_interval must be >= 0, got {request_interval}")
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"a tool server URL looks like http://host:8002, got {url!r}")
-        self.url = url.rstrip("/")
-        self.max_retries = max_retries
-        self.retry_delay = retry_delay
+        super().__init__(
+            url,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_workers=max_workers,
+            transport=transport,
+        )
+        self.batch_size = batch_size
         self.max_workers = max_workers
         self.request_interval = request_interval
-        self.batch_size = batch_size
         #: prefixes this client's session ids, so trajectories of different processes never collide
         self.instance = uuid.uuid4().hex[:12]
-        self._http = pooled_client(self.url, timeout=timeout, max_workers=max_workers, transport=transport)
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._slots = threading.BoundedSemaphore(max_workers)
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="toolgym-tool-client")
@@ -199,22 +205,13 @@ class ToolServerClient:
         """Free a trajectory's state on the server; True if it held some."""
         return bool(self._request("DELETE", f"/sessions/{quote(session_id, safe='')}", None).get("closed"))
 
-    def health(self) -> dict[str, Any]:
-        return self._request("GET", "/health", None)
-
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._queue.put(None)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._http.close()
-
-    def __enter__(self) -> ToolServerClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().close()
 
     # -- batching
 
@@ -283,49 +280,6 @@ class ToolServerClient:
         finally:
             self._slots.release()
 
-    # -- HTTP with the shared retry policy
-
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            try:
-                reply = self._http.request(method, path, json=body)
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                self._pause(attempt + 1, None)
-                continue
-            if reply.status_code == 200:
-                try:
-                    return reply.json()
-                except ValueError:
-                    raise ToolServerError(f"{method} {self.url}{path}: the reply is not JSON") from None
-            detail = _detail(reply)
-            if not is_retryable_status(reply.status_code):
-                raise ToolServerError(
-                    f"{method} {self.url}{path} refused: HTTP {reply.status_code}: {detail}"
-                )
-            last = f"HTTP {reply.status_code}: {detail}"
-            self._pause(attempt + 1, reply.headers.get("retry-after"))
-        raise ToolServerError(
-            f"{method} {self.url}{path} failed after {self.max_retries + 1} attempts: {last}"
-        )
-
-    def _pause(self, attempt: int, retry_after: str | None) -> None:
-        if attempt > self.max_retries:
-            return
-        delay = backoff_delay(attempt, self.retry_delay)
-        if retry_after is not None:
-            with contextlib.suppress(ValueError):  # an HTTP date instead of seconds: keep the backoff
-                delay = max(delay, min(float(retry_after), 30.0))
-        time.sleep(delay)
-
-
-def _detail(reply: httpx.Response) -> str:
-    try:
-        return str(reply.json().get("detail", reply.text))[:500]
-    except (ValueError, AttributeError):
-        return reply.text[:500]
-
 
 # -- the tool ------------------------------------------------------------------------------------------------
 
@@ -333,6 +287,8 @@ def _detail(reply: httpx.Response) -> str:
 class RemoteTool(Tool):
     """``local`` (the tool the env built) with its ``run`` on a tool server; everything the model sees
     (name, description, schema, validation, the text-body rule) stays ``local``'s."""
+
+    local: Tool
 
     def __init__(self, local: Tool, client: ToolServerClient):
         if isinstance(local, RemoteTool):

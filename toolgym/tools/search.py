@@ -13,14 +13,12 @@ search service failed, never an empty success, so trainers can drop the episode 
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from pydantic import BaseModel, Field
 
-from toolgym.core.text import clip_middle
 from toolgym.core.types import ToolResult
 from toolgym.search.base import Hit, Retriever, RetrieverError
 from toolgym.tools.base import Tool, register_tool
+from toolgym.util.text import clip_middle
 
 MAX_QUERY_CHARS = 1_000
 
@@ -44,12 +42,12 @@ class SearchTool(Tool):
     retriever service, or None for the default generated world's index.
     """
 
-    name: ClassVar[str] = "search"
-    description: ClassVar[str] = (
+    name = "search"
+    description = (
         "Search the knowledge base and return the most relevant documents, each with its title and text. "
         "Search for one thing at a time, such as a name (e.g. 'Drelmar Institute')."
     )
-    primary_arg: ClassVar[str | None] = "query"
+    primary_arg = "query"
 
     class Args(BaseModel):
         query: str = Field(

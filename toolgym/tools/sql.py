@@ -10,17 +10,17 @@ the database's error message (a mistake the model can fix, ``status="error"``). 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from toolgym.core.table import format_table
 from toolgym.core.task import Task
 from toolgym.core.types import ToolResult
 from toolgym.sql.compare import extract_sql
 from toolgym.sql.databases import DatabaseCatalog
 from toolgym.sql.engine import QueryResult, SqlInfraError
 from toolgym.tools.base import Tool, register_tool
+from toolgym.util.table import format_table
 
 DEFAULT_TIMEOUT = 5.0
 #: rows counted past the ones shown (beyond, the count says "more than")
@@ -37,12 +37,12 @@ _HINTS = {
 class SqlTool(Tool):
     """Runs one read-only query on the current task's database (see the module docstring)."""
 
-    name: ClassVar[str] = "sql"
-    description: ClassVar[str] = (
+    name = "sql"
+    description = (
         "Run one read-only SQL query (SQLite) on the task's database and see the first rows of its result "
         "and how many rows it has."
     )
-    primary_arg: ClassVar[str | None] = "query"
+    primary_arg = "query"
 
     class Args(BaseModel):
         query: str = Field(description="One SQLite SELECT (or WITH ... SELECT) statement.")

@@ -14,7 +14,7 @@ from typing import Any
 
 import jinja2
 
-from toolgym.viewer import episode as episodes
+from toolgym.viewer import episode_view
 from toolgym.viewer.load import Loaded
 
 Decode = Callable[[Sequence[int]], list[str]]
@@ -33,7 +33,7 @@ def _environment() -> jinja2.Environment:
 
 def static_page(loaded: Loaded, decode: Decode | None) -> str:
     """The whole report in one file, every episode's detail inline."""
-    details = [episodes.build(i, e, decode) for i, e in enumerate(loaded.episodes)]
+    details = [episode_view.build(i, e, decode) for i, e in enumerate(loaded.episodes)]
     return _index(loaded, details=details, decoded=decode is not None)
 
 
@@ -44,12 +44,12 @@ def index_page(loaded: Loaded, decoded: bool) -> str:
 
 def episode_page(loaded: Loaded, index: int, decode: Decode | None) -> str:
     """One episode's detail (an HTML fragment the index page inserts)."""
-    view = episodes.build(index, loaded.episodes[index], decode)
+    view = episode_view.build(index, loaded.episodes[index], decode)
     return _environment().get_template("episode.html.j2").render(ep=view)
 
 
-def _index(loaded: Loaded, details: list[episodes.EpisodeView] | None, decoded: bool) -> str:
-    rows = [episodes.row(i, e) for i, e in enumerate(loaded.episodes)]
+def _index(loaded: Loaded, details: list[episode_view.EpisodeView] | None, decoded: bool) -> str:
+    rows = [episode_view.row(i, e) for i, e in enumerate(loaded.episodes)]
     return (
         _environment()
         .get_template("index.html.j2")

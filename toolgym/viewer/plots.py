@@ -18,7 +18,7 @@ MODEL, OTHER, ACCENT = "#2f7d32", "#9e9e9e", "#1565c0"
 
 
 def plots(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
-    """Every plot that has data for ``rows`` (the episode rows of ``viewer.episode.row``)."""
+    """Every plot that has data for ``rows`` (the episode rows of ``viewer.episode_view.row``)."""
     if not rows:
         return []
     makers = (reward_by_env, reward_by_step, turns_and_calls, tool_latency, response_length)

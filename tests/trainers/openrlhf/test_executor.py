@@ -14,10 +14,10 @@ import gymnasium as gym
 import pytest
 import torch
 
+from toolgym.rollout.keys import EpisodeKey
 from toolgym.testing.scripted import ScriptedClient, oracle_script, script_texts, wrong_script
 from toolgym.trainers.openrlhf_adapter import agent_func_path
 from toolgym.trainers.openrlhf_adapter.export import export_openrlhf
-from toolgym.trainers.trl_adapter.data import EpisodeKey
 
 
 @pytest.fixture(scope="module")

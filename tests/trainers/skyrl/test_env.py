@@ -12,7 +12,7 @@ import skyrl_gym
 
 import toolgym
 from toolgym.rollout import RolloutConfig, check_prefix_property, run_episode
-from toolgym.rollout.pool import EpisodeKey
+from toolgym.rollout.keys import EpisodeKey
 from toolgym.testing.scripted import ScriptedClient, oracle_policy, oracle_script, script_texts, wrong_script
 from toolgym.trainers.skyrl_adapter import ToolgymTextEnv, export_skyrl, register_all, skyrl_rows
 

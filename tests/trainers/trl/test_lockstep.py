@@ -6,7 +6,8 @@ import random
 import threading
 
 from toolgym.rollout.clients.base import Sampling
-from toolgym.trainers.trl_adapter.lockstep import LockstepClient, trl_batch_generate
+from toolgym.rollout.clients.lockstep import LockstepClient
+from toolgym.trainers.trl_adapter.lockstep import trl_batch_generate
 
 FILLER = 0
 

@@ -83,7 +83,7 @@ def test_prompts_without_a_key_or_from_other_envs_are_refused_with_the_fix(rende
     math_rows = prompt_dataset("toolgym/Math-v0", 1)["prompt"]
     with pytest.raises(ValueError, match="same envs"):
         rollout(math_rows, fake_trainer(renderer.tokenizer))
-    with pytest.raises(ValueError, match="unknown env ids"):
+    with pytest.raises(ValueError, match="unknown env"):
         make_rollout_func("toolgym/Calculatr-v0")
 
 

@@ -11,7 +11,7 @@ import setuptools
 import verifiers.v1 as vf
 
 from toolgym.rollout import check_prefix_property
-from toolgym.rollout.pool import EpisodeKey
+from toolgym.rollout.keys import EpisodeKey
 from toolgym.testing.openai_scripted import scripted_chat_app
 from toolgym.testing.scripted import oracle_policy, oracle_script, script_texts, wrong_script
 from toolgym.testing.servers import serve_in_thread

@@ -30,9 +30,9 @@ from typing import Any
 
 import httpx
 
-from toolgym.core.retry import backoff_delay, is_retryable_status
 from toolgym.rollout.clients.base import FinishReason, Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
+from toolgym.util.retry import backoff_delay, is_retryable_status
 
 __all__ = ["OpenAICompletionsClient", "completion_request", "parse_completion"]
 
@@ -123,11 +123,11 @@ class OpenAICompletionsClient:
             if attempt:
                 await asyncio.sleep(backoff_delay(attempt, self.backoff, rng=self._rng))
             # a distinct id per attempt: the server may still be running the attempt that timed out
-            headers = {"X-Request-Id": request_id if attempt == 0 else f"{request_id}-retry{attempt}"}
+            headers = None
+            if request_id:
+                headers = {"X-Request-Id": request_id if attempt == 0 else f"{request_id}-retry{attempt}"}
             try:
-                resp = await self._http.request(
-                    method, url, json=body, headers=headers if request_id else None
-                )
+                resp = await self._http.request(method, url, json=body, headers=headers)
             except httpx.UnsupportedProtocol as exc:
                 raise ClientError(f"{method} {url}: {exc} (base_url needs http:// or https://)") from exc
             except httpx.TransportError as exc:  # connect errors, timeouts, dropped connections

@@ -9,7 +9,6 @@ import gymnasium as gym
 
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
-from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     Findings,
     action_kind,
@@ -18,6 +17,7 @@ from toolgym.testing.checks.common import (
     tool_env,
     turns_taken,
 )
+from toolgym.testing.checks.context import CheckResult, Context
 
 NON_STRING_ACTIONS: tuple[tuple[str, Any], ...] = (
     ("None", None),

@@ -9,7 +9,6 @@ from typing import Any
 import gymnasium as gym
 
 from toolgym.envs.base import ToolEnv
-from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     Findings,
     diff,
@@ -20,6 +19,7 @@ from toolgym.testing.checks.common import (
     short,
     tool_env,
 )
+from toolgym.testing.checks.context import CheckResult, Context
 
 # -- api -----------------------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from toolgym.core.types import Verdict
 from toolgym.envs.base import ToolEnv
-from toolgym.testing.check import CheckResult, Context
+from toolgym.testing.checks.context import CheckResult, Context
 
 PLANTED = "planted by toolgym check"
 GARBAGE = "zq~ 0xDEADBEEF ☃ ¿¿ }{ NaN -Infinity"

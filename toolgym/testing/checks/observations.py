@@ -15,7 +15,6 @@ import gymnasium as gym
 from toolgym.core.types import ToolCall, ToolResult
 from toolgym.envs.base import ToolEnv
 from toolgym.parsers.base import ERROR_MARKER
-from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     PLANTED,
     Findings,
@@ -26,6 +25,7 @@ from toolgym.testing.checks.common import (
     short,
     tool_env,
 )
+from toolgym.testing.checks.context import CheckResult, Context
 from toolgym.tools.base import Tool
 
 HOSTILE_VALUES = ("", "1/0", f"raise ValueError('{PLANTED}')", "((((", "\x00")
@@ -168,7 +168,7 @@ def _patched(tool: Tool, *, error: Exception | None = None, output: str | None =
     async def arun(args: Any) -> ToolResult:
         return run(args)
 
-    saved = {k: tool.__dict__[k] for k in ("run", "arun") if k in tool.__dict__}
+    saved: dict[str, Any] = {k: tool.__dict__[k] for k in ("run", "arun") if k in tool.__dict__}
     tool.run, tool.arun = run, arun  # type: ignore[method-assign]
     try:
         yield

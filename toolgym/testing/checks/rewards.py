@@ -9,7 +9,6 @@ import gymnasium as gym
 from toolgym.core.types import ToolCall, Verdict
 from toolgym.envs.base import ToolEnv
 from toolgym.rewards.base import Verifier
-from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     GARBAGE,
     PLANTED,
@@ -21,6 +20,7 @@ from toolgym.testing.checks.common import (
     tool_env,
     verdict_agrees,
 )
+from toolgym.testing.checks.context import CheckResult, Context
 
 #: keys the ToolEnv contract promises in every reset's and every step's info
 RESET_KEYS = frozenset({"messages", "tools", "task_id", "turn"})

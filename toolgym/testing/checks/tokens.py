@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.testing.check import CheckResult, Context
 from toolgym.testing.checks.common import (
     Findings,
     not_applicable,
 )
+from toolgym.testing.checks.context import CheckResult, Context
 
 # -- tokens --------------------------------------------------------------------------------------------------
 

@@ -26,9 +26,6 @@ with no action ranges (OpenRLHF's loss skips fully masked samples), reward 0 and
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 from uuid import uuid4
 
@@ -40,9 +37,16 @@ from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
 from toolgym.rollout.clients.vllm_inproc import generation_from_output, vllm_sampling_kwargs
-from toolgym.rollout.episode import RolloutConfig, run_episode
-from toolgym.rollout.models import generation_eos_ids
-from toolgym.rollout.pool import EnvPool, EpisodeKey
+from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
+from toolgym.rollout.keys import EpisodeKey
+from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
+
+#: how to write samples the executor can play (said by the error a label without an episode key gets)
+LABEL_HINT = (
+    "write the prompt data with toolgym.trainers.openrlhf_adapter.export_openrlhf and pass "
+    "--data.label_key label"
+)
 
 
 class OpenRLHFEngineClient:
@@ -76,14 +80,10 @@ class ToolgymAgentExecutor(AgentExecutorBase):
     #: tokens one model turn may generate (None: ``sampling_params.max_tokens``, else the whole budget)
     max_tokens_per_turn: ClassVar[int | None] = None
     #: episodes one engine plays at once
-    max_concurrent_episodes: ClassVar[int] = 256
+    max_concurrent_episodes: ClassVar[int] = DEFAULT_MAX_CONCURRENT_EPISODES
 
     def __init__(self) -> None:
-        self.pool = EnvPool()
-        self.executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-openrlhf")
-        self._renderers: dict[int, ChatRenderer] = {}
-        self._slots: dict[int, asyncio.Semaphore] = {}
-        self._lock = threading.Lock()
+        self.host = EpisodeHost.shared("openrlhf", max_concurrent_episodes=self.max_concurrent_episodes)
 
     async def execute(
         self,
@@ -97,73 +97,50 @@ class ToolgymAgentExecutor(AgentExecutorBase):
     ) -> dict[str, Any]:
         if images:
             raise ValueError("toolgym's executor plays text envs; this sample has images")
-        key = _episode_key(label)
-        renderer = self._renderer(hf_tokenizer)
-        loop = asyncio.get_running_loop()
-        async with self._slots_for(loop):
-            env = await loop.run_in_executor(self.executor, self.pool.acquire, key.env_id, key.env_kwargs)
-            try:
-                prompt_len = await loop.run_in_executor(self.executor, _prompt_length, env, key, renderer)
-                budget = max(1, max_length - prompt_len)
-                per_turn = self.max_tokens_per_turn or getattr(sampling_params, "max_tokens", None) or budget
-                config = RolloutConfig(
-                    max_response_tokens=budget,
-                    max_tokens_per_turn=min(per_turn, budget),
-                    max_prompt_tokens=max(1, max_length - 1),
-                    sampling=_sampling(sampling_params),
-                )
-                traj = await run_episode(
-                    env,
-                    OpenRLHFEngineClient(llm_engine),
-                    renderer,
-                    config,
-                    seed=key.seed,
-                    options={"task": key.task},
-                    request_id=uuid4().hex,
-                    executor=self.executor,
-                )
-            finally:
-                self.pool.release(env)
+        key = EpisodeKey.parse(label, how=LABEL_HINT)
+        renderer = self.host.renderer(hf_tokenizer)
+        host = self.host
+        async with host.slots(), host.lease(key.env_id, key.env_kwargs) as env:
+            prompt_len = await host.call(_prompt_length, env, key, renderer)
+            budget = max(1, max_length - prompt_len)
+            per_turn = self.max_tokens_per_turn or getattr(sampling_params, "max_tokens", None) or budget
+            config = RolloutConfig(
+                max_response_tokens=budget,
+                max_tokens_per_turn=min(per_turn, budget),
+                max_prompt_tokens=max(1, max_length - 1),
+                sampling=sampling_from(sampling_params),
+            )
+            traj = await host.run(
+                env,
+                OpenRLHFEngineClient(llm_engine),
+                renderer,
+                config,
+                seed=key.seed,
+                options={"task": key.task},
+                request_id=uuid4().hex,
+            )
         logprobs = getattr(sampling_params, "logprobs", None) is not None
         return openrlhf_output(
             traj,
             prompt=prompt,
             label=label,
             max_length=max_length,
-            filler_id=_filler_id(hf_tokenizer),
+            filler_id=filler_token_id(hf_tokenizer),
             logprobs=logprobs,
         )
-
-    def _renderer(self, tokenizer: Any) -> ChatRenderer:
-        with self._lock:
-            renderer = self._renderers.get(id(tokenizer))
-            if renderer is None:
-                renderer = ChatRenderer(tokenizer)
-                path = getattr(tokenizer, "name_or_path", None)
-                if path:
-                    renderer.eos_ids |= generation_eos_ids(path)
-                self._renderers[id(tokenizer)] = renderer
-            return renderer
-
-    def _slots_for(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
-        slots = self._slots.get(id(loop))
-        if slots is None:
-            slots = self._slots[id(loop)] = asyncio.Semaphore(self.max_concurrent_episodes)
-        return slots
 
 
 def openrlhf_output(
     traj: Trajectory, *, prompt: Any, label: Any, max_length: int, filler_id: int, logprobs: bool
 ) -> dict[str, Any]:
     """The dict OpenRLHF's ``_process_response_into_experience`` reads (see the module docstring)."""
-    prompt_ids = list(traj.prompt_ids)[-(max_length - 1) :] if max_length > 1 else []
-    if not prompt_ids:  # reset itself failed
-        prompt_ids = [filler_id]
-    response = list(traj.response_ids)
-    mask = traj.training_mask
-    token_logprobs = list(traj.logprobs) if traj.logprobs is not None else [0.0] * len(response)
-    if not traj.trainable or not response:
-        response, mask, token_logprobs = response[:1] or [filler_id], [0], [0.0]
+    sample = trainer_sample(
+        traj, filler_id=filler_id, exclude_infra_errors=False, max_prompt_tokens=max(1, max_length - 1)
+    )
+    prompt_ids, response, mask = sample.prompt_ids, sample.response_ids, sample.mask
+    token_logprobs = sample.logprobs or [0.0] * len(response)
+    if not sample.trainable:  # no action ranges either way: one token is enough for OpenRLHF's shapes
+        response, mask, token_logprobs = response[:1], [0], [0.0]
     tokens = prompt_ids + response
     ranges, start = [], None
     for i, m in enumerate([*mask, 0]):
@@ -172,7 +149,7 @@ def openrlhf_output(
         elif not m and start is not None:
             ranges.append((len(prompt_ids) + start, len(prompt_ids) + i))
             start = None
-    reward = float(traj.reward) if traj.trainable else 0.0
+    reward = sample.reward or 0.0
     return {
         "prompt": prompt,
         "label": label,
@@ -188,43 +165,10 @@ def openrlhf_output(
     }
 
 
-def _episode_key(label: Any) -> EpisodeKey:
-    try:
-        return EpisodeKey.from_json(label) if isinstance(label, str) else EpisodeKey.model_validate(label)
-    except ValueError:
-        raise ValueError(
-            f"a sample's label is not a toolgym episode key ({str(label)[:80]!r}): write the prompt data "
-            "with toolgym.trainers.openrlhf_adapter.export_openrlhf and pass --data.label_key label"
-        ) from None
-
-
 def _prompt_length(env: gym.Env, key: EpisodeKey, renderer: ChatRenderer) -> int:
     """The length of the episode's first prompt: the pinned reset, rendered as the runner renders it."""
     _, info = env.reset(seed=key.seed, options={"task": key.task})
     return len(renderer.prompt_ids(info["messages"], info["tools"]))
-
-
-def _sampling(params: Any) -> Sampling:
-    """OpenRLHF's ``SamplingParams`` as toolgym's: temperature, top-p/k, penalties; ``min_tokens`` and
-    ``min_p`` pass through to vLLM."""
-    top_k = getattr(params, "top_k", -1)
-    extra = {}
-    for name in ("min_p", "min_tokens", "presence_penalty", "frequency_penalty"):
-        value = getattr(params, name, None)
-        if value:
-            extra[name] = value
-    return Sampling(
-        temperature=float(getattr(params, "temperature", 1.0)),
-        top_p=float(getattr(params, "top_p", 1.0)),
-        top_k=-1 if top_k is None or int(top_k) <= 0 else int(top_k),
-        repetition_penalty=float(getattr(params, "repetition_penalty", 1.0) or 1.0),
-        extra=extra,
-    )
-
-
-def _filler_id(tokenizer: Any) -> int:
-    pad = tokenizer.pad_token_id
-    return int(pad if pad is not None else tokenizer.eos_token_id)
 
 
 __all__ = ["OpenRLHFEngineClient", "ToolgymAgentExecutor", "openrlhf_output"]

@@ -3,7 +3,7 @@
 ``prompt`` is the env's real first prompt (system and user messages), which OpenRLHF renders with the
 model's chat template (``--data.apply_chat_template``); ``label`` is the episode key as JSON (env id and
 kwargs, the task, the reset seed), which OpenRLHF hands to the agent executor with every sample of the
-prompt. Which tasks: the same rules as the verl export (``toolgym.trainers.trl_adapter.data.episode_rows``).
+prompt. Which tasks: ``toolgym.rollout.keys.episode_rows``, as for every adapter.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from toolgym.trainers.trl_adapter.data import EnvSource, Split, episode_rows
+from toolgym.rollout.keys import EnvSource, Split, episode_rows
 
 
 def export_openrlhf(
@@ -23,10 +23,10 @@ def export_openrlhf(
     with path.open("w", encoding="utf-8") as fh:
         for row in episode_rows(env, n, split=split, seed=seed):
             record = {
-                "prompt": row["prompt"],
-                "label": row["key"].to_json(),
-                "env_id": row["env_id"],
-                "task_id": row["task_id"],
+                "prompt": row.prompt,
+                "label": row.key.to_json(),
+                "env_id": row.key.env_id,
+                "task_id": row.key.task.id,
             }
             fh.write(json.dumps(record) + "\n")
     return path

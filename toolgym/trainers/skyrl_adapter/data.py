@@ -2,8 +2,8 @@
 
 SkyRL hands an env every column of its row except ``prompt`` and ``env_class`` as ``extras``; the
 ``toolgym`` column carries the episode key (env id and kwargs, the pinned task, the reset seed) as JSON, so
-every sample of a prompt plays the same task on any worker. Which tasks: the verl exporter's rules
-(``toolgym.trainers.trl_adapter.data.episode_rows``).
+every sample of a prompt plays the same task on any worker. Which tasks:
+``toolgym.rollout.keys.episode_rows``, as for every adapter.
 
 =================  ==========================================================================================
 ``prompt``         the env's first messages (system and user), which SkyRL renders with the chat template
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from toolgym.trainers.trl_adapter.data import EnvSource, Split, episode_rows
+from toolgym.rollout.keys import EnvSource, Split, episode_rows
 
 #: the row column (an ``extras`` key in the env) that carries the episode key
 KEY_COLUMN = "toolgym"
@@ -29,10 +29,10 @@ def skyrl_rows(env: EnvSource, n: int, *, split: Split = "train", seed: int = 0)
     docstring)."""
     return [
         {
-            "prompt": row["prompt"],
-            "env_class": row["env_id"],
-            "data_source": row["env_id"],
-            KEY_COLUMN: row["key"].to_json(),
+            "prompt": row.prompt,
+            "env_class": row.key.env_id,
+            "data_source": row.key.env_id,
+            KEY_COLUMN: row.key.to_json(),
         }
         for row in episode_rows(env, n, split=split, seed=seed)
     ]

@@ -6,9 +6,10 @@ other than ``prompt`` and ``env_class``), then calls ``init(prompt)`` once and `
 then ``get_metrics()`` and ``close()``. Here:
 
 - the row's ``toolgym`` column (``export_skyrl`` writes it) is the episode key: the env is
-  ``gym.make(key.env_id, **env_config, **key.env_kwargs)`` (the row's kwargs win), borrowed from a
-  process-wide ``EnvPool`` because building one can be costly (a search index) and SkyRL builds an env per
-  sample; it is reset with the key's seed on the key's task, so every sample of a prompt plays one task;
+  ``gym.make(key.env_id, **env_config, **key.env_kwargs)`` (the row's kwargs win), a session of the
+  process's episode host (``toolgym.rollout.host``): its envs are reused because building one can be costly
+  (a search index) and SkyRL builds an env per sample; it is reset with the key's seed on the key's task,
+  so every sample of a prompt plays one task;
 - ``init`` returns the env's own first messages (what the row's ``prompt`` holds when the row was exported);
 - ``step`` returns ``observations``: the chat messages the env appended after the model's turn (the tool's
   output, in the role the action format uses: ``user``, or ``tool`` for hermes), none once ``done``;
@@ -24,18 +25,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from toolgym.envs.base import ToolEnv
-from toolgym.rollout.pool import EnvPool, EpisodeKey
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.keys import EpisodeKey
+from toolgym.rollout.session import EnvSession
 from toolgym.trainers.skyrl_adapter.data import KEY_COLUMN
 
 #: the entry point every toolgym id is registered with (a string, so SkyRL's ``EnvSpec.to_json`` works)
 ENTRY_POINT = "toolgym.trainers.skyrl_adapter.env:ToolgymTextEnv"
-
-_POOL = EnvPool()
+#: how to write rows the env can play (said by the error a row without an episode key gets)
+ROWS_HINT = "write the data with toolgym.trainers.skyrl_adapter.export_skyrl (or skyrl_rows)"
 
 
 class ToolgymTextEnv(BaseTextEnv):
@@ -60,32 +61,26 @@ class ToolgymTextEnv(BaseTextEnv):
                 "write the data with toolgym.trainers.skyrl_adapter.export_skyrl (env_class = the key's env)"
             )
         kwargs = {**_plain(env_config), **self.key.env_kwargs}
-        self.env: gym.Env | None = _POOL.acquire(self.key.env_id, kwargs)
-        inner = self.env.unwrapped
-        if not isinstance(inner, ToolEnv):
-            self.close()
-            raise TypeError(f"{self.key.env_id} is not a toolgym env ({type(inner).__name__})")
-        self.inner = inner
-        self.max_turns = inner.max_turns
+        self.session: EnvSession | None = EpisodeHost.shared("skyrl").session(self.key.env_id, kwargs)
+        self.inner = self.session.inner
+        self.max_turns = self.inner.max_turns
         self.done = False
 
     def init(self, prompt: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Reset on the row's task; return the env's first messages (system and user) and the task id."""
-        env = self._live()
-        _, info = env.reset(seed=self.key.seed, options={"task": self.key.task})
+        _, info = self._live().start(self.key)
         self.turns, self.done = 0, False
         return _messages(info["messages"]), {"task_id": info["task_id"], "env_id": self.key.env_id}
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        env = self._live()
-        before = len(self.inner.trajectory.messages) if self.inner.trajectory is not None else 0
-        _, reward, terminated, truncated, info = env.step(action)
+        step = self._live().step(action)
         self.turns += 1
-        self.done = bool(terminated or truncated)
-        # the env's messages after the model's own (the assistant message at index ``before``)
-        observations = [] if self.done else _messages(info["messages"][before + 1 :])
+        self.done = step.done
         return BaseTextEnvStepOutput(
-            observations=observations, reward=float(reward), done=self.done, metadata=_metadata(info)
+            observations=_messages(step.observations),
+            reward=step.reward,
+            done=self.done,
+            metadata=_metadata(step.info),
         )
 
     def get_metrics(self) -> dict[str, Any]:
@@ -94,14 +89,14 @@ class ToolgymTextEnv(BaseTextEnv):
         return traj.stats() if traj is not None else {}
 
     def close(self) -> None:
-        env, self.env = self.env, None
-        if env is not None:
-            _POOL.release(env)
+        session, self.session = self.session, None
+        if session is not None:
+            session.close()
 
-    def _live(self) -> gym.Env:
-        if self.env is None:
+    def _live(self) -> EnvSession:
+        if self.session is None:
             raise RuntimeError("this SkyRL env is closed; skyrl_gym.make a new one")
-        return self.env
+        return self.session
 
 
 def register_all() -> list[str]:
@@ -120,13 +115,8 @@ def register_all() -> list[str]:
 def _episode_key(extras: Mapping[str, Any]) -> EpisodeKey:
     value = extras.get(KEY_COLUMN)
     if not value:
-        raise ValueError(
-            f"the dataset row has no {KEY_COLUMN!r} column (the episode key): write the data with "
-            "toolgym.trainers.skyrl_adapter.export_skyrl (or skyrl_rows)"
-        )
-    if isinstance(value, str):
-        return EpisodeKey.from_json(value)
-    return EpisodeKey.model_validate(_plain(value))
+        raise ValueError(f"the dataset row has no {KEY_COLUMN!r} column (the episode key): {ROWS_HINT}")
+    return EpisodeKey.parse(value if isinstance(value, str) else _plain(value), how=ROWS_HINT)
 
 
 def _plain(config: Any) -> dict[str, Any]:
@@ -137,7 +127,7 @@ def _plain(config: Any) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
         if OmegaConf.is_config(config):
-            return dict(OmegaConf.to_container(config, resolve=True))  # type: ignore[arg-type]
+            return dict(OmegaConf.to_container(config, resolve=True))
     except ImportError:
         pass
     return dict(config)

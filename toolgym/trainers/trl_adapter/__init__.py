@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgym.trainers.trl_adapter.data import EpisodeKey, prompt_dataset
+from toolgym.rollout.keys import EpisodeKey
+from toolgym.trainers.trl_adapter.data import prompt_dataset
 
 _LAZY = {
     "make_rollout_func": "toolgym.trainers.trl_adapter.rollout",

@@ -1,9 +1,9 @@
 """The ``toolgym train --trainer trl`` config: one readable YAML for a GRPO run with TRL.
 
-The same style as the verl launcher's config (``toolgym.trainers.verl_adapter.config``): the few choices a
-user makes, with the envs listed the same way (``EnvSpec``: id, kwargs, weight) and every unknown key an
-error that names the closest known one. ``launch.py`` derives TRL's ``GRPOConfig`` from it; ``trl_args`` is
-the escape hatch for any other ``GRPOConfig`` field.
+The same style as the verl launcher's config (both read with ``toolgym.trainers.train_config``): the few
+choices a user makes, with the envs listed the same way (``EnvSpec``: id, kwargs, weight) and every unknown
+key an error that names the closest known one. ``launch.py`` derives TRL's ``GRPOConfig`` from it;
+``trl_args`` is the escape hatch for any other ``GRPOConfig`` field.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from toolgym.trainers.verl_adapter.config import EnvSpec, Logger, TrainConfig, load_train_config
+from toolgym.trainers.train_config import EnvSpec, Logger, env_kwargs_with_turns, load_train_config
 
 
 class TRLTrainConfig(BaseModel):
@@ -67,7 +67,7 @@ class TRLTrainConfig(BaseModel):
     gradient_checkpointing: bool = False
 
     # -- bookkeeping
-    logger: list[Logger] = Field(default_factory=lambda: ["console"])
+    logger: list[Logger] = Field(default_factory=lambda: list[Logger](["console"]))
     #: default: the config file's name
     experiment: str | None = None
     #: save a checkpoint every N steps (-1: never)
@@ -95,8 +95,9 @@ class TRLTrainConfig(BaseModel):
             )
         return self
 
-    #: the env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)
-    env_kwargs = TrainConfig.env_kwargs
+    def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
+        """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
+        return env_kwargs_with_turns(env, self.max_turns)
 
 
 def load_trl_config(path: str | Path) -> TRLTrainConfig:

@@ -32,18 +32,17 @@ Importing this module imports neither TRL nor torch.
 
 from __future__ import annotations
 
-import inspect
-import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 
-from toolgym.core.text import clip_middle
-from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Turn, Verdict
-from toolgym.parsers.base import strip_reasoning
-from toolgym.rewards.base import safe_verify
-from toolgym.rollout.pool import EpisodeKey
+from toolgym.core.task import Task
+from toolgym.core.types import Trajectory, Verdict
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.keys import EnvRequest, EnvSource, EpisodeKey, Split, episode_rows
+from toolgym.rollout.session import EnvSession
+from toolgym.tools.signature import tool_function
 
 #: the dataset column carrying a row's episode key (env, kwargs, task, seed) as JSON
 EPISODE_FIELD = "toolgym_episode"
@@ -53,14 +52,6 @@ ANSWER_INSTRUCTION = (
     "<answer></answer>."
 )
 _RESERVED = frozenset({"reset", "get_reward"})
-_JSON_TYPES: dict[str, type] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "object": dict,
-}
-
 EnvSpec = str | Callable[[], gym.Env]
 
 
@@ -77,12 +68,15 @@ class ToolgymEnvironment:
     #: made by ``gym.make(env_id, **env_kwargs)`` (False: by a function, ``env_id`` names the env only)
     registered: ClassVar[bool]
     _make: ClassVar[Callable[[], gym.Env]]
+    #: where instances lease their envs (TRL makes one instance per generation slot, again each run)
+    _host: ClassVar[EpisodeHost]
 
     def __init__(self) -> None:
-        self.env = type(self)._make()
-        self._base = _toolgym_env(self.env, self.env_id)
-        self.task = None
-        self.trajectory = None
+        self._session: EnvSession | None = type(self)._host.session(self.env_id, self.env_kwargs)
+        self.env = self._session.env
+        self._base = self._session.inner
+        self.task: Task | None = None
+        self.trajectory: Trajectory | None = None
         self.verdict: Verdict | None = None
 
     def reset(self, **row: Any) -> str:
@@ -98,54 +92,36 @@ class ToolgymEnvironment:
                     "with several envs pass a dict to environment_factory and give each row an "
                     "'environment' column (environment_dataset does)"
                 )
-            prompt, _ = self.env.reset(seed=episode.seed, options={"task": episode.task})
+            prompt, _ = self._live().start(episode)
         elif row.get("task_id") is not None:
-            prompt, _ = self.env.reset(seed=row.get("seed"), options={"task_id": str(row["task_id"])})
+            prompt, _ = self._live().reset(seed=row.get("seed"), options={"task_id": str(row["task_id"])})
         else:
-            prompt, _ = self.env.reset(seed=row.get("seed"))
+            prompt, _ = self._live().reset(seed=row.get("seed"))
         self.task, self.trajectory, self.verdict = self._base.task, self._base.trajectory, None
         return prompt
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
-        """Run the env's tool ``name`` and return its observation text (what TRL puts in the tool
-        message); the call and its result join the episode's trajectory."""
-        if self.trajectory is None:
-            raise RuntimeError(f"{self.env_id}: reset() before calling {name}")
-        call = ToolCall(name=name, arguments=arguments)
-        budget = self._base.max_turns - 1
-        if self.trajectory.tool_calls >= budget:
-            result = ToolResult(
-                name=name,
-                status="error",
-                output=f"the episode's {budget} tool calls are used up: reply with your final answer",
-            )
-        else:
-            result = self._base.tools[name](call)
-        text = clip_middle(self._base.parser.result_text(result), self._base.max_observation_chars)
-        self.trajectory.turns.append(
-            Turn(action=json.dumps(call.model_dump(mode="json")), parsed=ParsedAction.calls(call),
-                 tool_results=(result,), observation=text)
-        )  # fmt: skip
-        return text
+        """Run the env's tool ``name``; its observation text is what TRL puts in the tool message."""
+        return self._live().call_tool(name, arguments)
 
     def _judge(self, final_text: str | None) -> Verdict:
         """The env's verdict on the final answer (``None``: the completion ended without one)."""
-        if self.task is None or self.trajectory is None:
-            raise RuntimeError(f"{self.env_id}: reset() before judging an answer")
-        if final_text is None:
-            verdict = Verdict(reward=0.0, passed=False, details={"reason": "no final answer after the tools"})
-        else:
-            answer = _answer_of(self._base.parser, final_text)
-            verdict = safe_verify(self._base.verifier, self.task, answer, self.trajectory)
-        self.trajectory.verdict, self.trajectory.reward = verdict, float(verdict.reward)
-        self.trajectory.stop_reason = "answer" if final_text is not None else "max_turns"
-        self.verdict = verdict
-        return verdict
+        self.verdict = self._live().judge(final_text)
+        return self.verdict
+
+    def _live(self) -> EnvSession:
+        if self._session is None:
+            raise RuntimeError(f"{self.env_id}: this environment is closed")
+        return self._session
+
+    def _close(self) -> None:
+        """Give the env back to the host (private: TRL would take a public method for a tool)."""
+        session, self._session = getattr(self, "_session", None), None
+        if session is not None:
+            session.close()
 
     def __del__(self) -> None:
-        env = getattr(self, "env", None)
-        if env is not None:
-            env.close()
+        self._close()
 
 
 def environment_factory(
@@ -172,13 +148,12 @@ def environment_factory(
         env_id = ""
     else:
         raise TypeError(f"environment_factory takes an env id, a function or a dict of them, got {env!r}")
-    prototype = make()
-    try:
-        base = _toolgym_env(prototype, env_id or repr(env))
-        env_id = env_id or (prototype.spec.id if prototype.spec is not None else type(base).__name__)
+    host = EpisodeHost.shared("trl-environment") if isinstance(env, str) else EpisodeHost(factory=make)
+    with host.session(env_id or "factory", kwargs) as prototype:
+        base = prototype.inner
+        spec = prototype.env.spec
+        env_id = env_id or (spec.id if spec is not None else type(base).__name__)
         methods = {tool.name: _tool_method(tool.schema()["function"]) for tool in base.tools.values()}
-    finally:
-        prototype.close()
     class_name = "".join(
         part for part in env_id.replace("/", "-").replace("_", "-").split("-") if part.isalnum()
     )
@@ -187,6 +162,7 @@ def environment_factory(
         "env_kwargs": kwargs,
         "registered": isinstance(env, str),
         "_make": staticmethod(make),
+        "_host": host,
         **methods,
     }
     return type(f"{class_name or 'Toolgym'}Environment", (ToolgymEnvironment,), namespace)
@@ -230,7 +206,7 @@ def environment_dataset(
     env: EnvSpec | Mapping[str, EnvSpec] | type[ToolgymEnvironment] | Mapping[str, type[ToolgymEnvironment]],
     n: int,
     *,
-    split: str = "train",
+    split: Split = "train",
     seed: int = 0,
     **env_kwargs: Any,
 ) -> Any:
@@ -261,58 +237,29 @@ def environment_dataset(
 
 
 def _rows(
-    env: EnvSpec | type[ToolgymEnvironment], n: int, split: str, seed: int, env_kwargs: dict[str, Any]
+    env: EnvSpec | type[ToolgymEnvironment], n: int, split: Split, seed: int, env_kwargs: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    from toolgym.rollout.pool import EnvRequest
-    from toolgym.trainers.trl_adapter.data import episode_rows
-
-    if isinstance(env, type) and issubclass(env, ToolgymEnvironment):
-        make = env._make
-        if env.registered:
-            source: Any = EnvRequest(id=env.env_id, kwargs=env.env_kwargs) if env.env_kwargs else env.env_id
-        else:
-            source = make
-    elif isinstance(env, str):
-        source = EnvRequest(id=env, kwargs=env_kwargs) if env_kwargs else env
-
-        def make() -> gym.Env:
-            return gym.make(env, **env_kwargs)
-    else:
-        source = make = env
     if n <= 0:
         return []
+    cls: type[ToolgymEnvironment]
+    if isinstance(env, type) and issubclass(env, ToolgymEnvironment):
+        cls = env
+    else:
+        made = environment_factory(cast(EnvSpec, env), **env_kwargs)
+        assert not isinstance(made, dict)  # one env spec, one class
+        cls = made
+    source: EnvSource = EnvRequest(id=cls.env_id, kwargs=cls.env_kwargs) if cls.registered else cls._make
     rows = episode_rows(source, n, split=split, seed=seed)
-    made = make()
-    try:
-        preamble = _toolgym_env(made, rows[0]["key"].env_id).preamble
-    finally:
-        made.close()
+    with cls._host.session(cls.env_id, cls.env_kwargs) as session:
+        preamble = session.inner.preamble
     system = "\n\n".join(p for p in (preamble, ANSWER_INSTRUCTION) if p)
     return [
         {
             "prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}],
-            EPISODE_FIELD: r["key"].to_json(),
+            EPISODE_FIELD: row.key.to_json(),
         }
-        for r in rows
+        for row in rows
     ]
-
-
-def _answer_of(parser: Any, text: str) -> str:
-    """The answer in a final message: what the env's parser reads as an answer (``<answer>…</answer>`` in
-    the tag formats), else the message without reasoning."""
-    parsed = parser.parse(text)
-    if parsed.kind == "answer" and parsed.answer is not None:
-        return parsed.answer
-    return strip_reasoning(text).strip()
-
-
-def _toolgym_env(env: gym.Env, what: str) -> Any:
-    from toolgym.envs.base import ToolEnv
-
-    base = env.unwrapped
-    if not isinstance(base, ToolEnv):
-        raise TypeError(f"{what} is not a toolgym env (a ToolEnv): environment_factory needs its tools")
-    return base
 
 
 def _tool_method(function: dict[str, Any]) -> Callable[..., str]:
@@ -321,59 +268,7 @@ def _tool_method(function: dict[str, Any]) -> Callable[..., str]:
     name = function["name"]
     if name in _RESERVED or name.startswith("_"):
         raise ValueError(f"a tool named {name!r} cannot be a TRL environment method (TRL reserves it)")
-    parameters = function.get("parameters") or {}
-    properties: dict[str, Any] = parameters.get("properties") or {}
-    required = set(parameters.get("required") or ())
-    signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    annotations: dict[str, Any] = {}
-    arg_lines = []
-    for arg, prop in properties.items():
-        if not arg.isidentifier():
-            raise ValueError(
-                f"tool {name!r}: argument {arg!r} is not a Python identifier (TRL calls f(**args))"
-            )
-        hint = _python_type(prop)
-        annotations[arg] = hint = hint if arg in required else hint | None
-        default = inspect.Parameter.empty if arg in required else prop.get("default")
-        signature.append(
-            inspect.Parameter(arg, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
-        )
-        arg_lines.append(f"    {arg}: {_describe(arg, prop)}")
-    annotations["return"] = str
-
-    def method(self: ToolgymEnvironment, **arguments: Any) -> str:
-        return self._call(name, arguments)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = " ".join((function.get("description") or name).split())
-    if arg_lines:
-        method.__doc__ += "\n\nArgs:\n" + "\n".join(arg_lines)
-    method.__annotations__ = annotations
-    method.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
-    return method
-
-
-def _python_type(prop: dict[str, Any]) -> Any:
-    """The Python hint whose JSON schema (transformers' reading) is ``prop``'s type; a nullable type
-    (pydantic's ``anyOf [T, null]``) is T."""
-    options = prop.get("anyOf") or prop.get("oneOf")
-    if options:
-        kinds = [_python_type(o) for o in options if o.get("type") != "null"]
-        return kinds[0] if len(kinds) == 1 else str
-    kind = prop.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        kind = kinds[0] if len(kinds) == 1 else "string"
-    if kind == "array":
-        return list[_python_type(prop.get("items") or {"type": "string"})]
-    return _JSON_TYPES.get(kind, str)
-
-
-def _describe(arg: str, prop: dict[str, Any]) -> str:
-    text = " ".join(str(prop.get("description") or f"the {arg}").split())
-    if "enum" in prop:
-        text += f" (choices: {json.dumps(prop['enum'])})"
-    return text
+    return tool_function(function, lambda env, arguments: env._call(name, arguments), method=True)
 
 
 __all__ = [

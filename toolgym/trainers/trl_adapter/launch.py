@@ -12,9 +12,9 @@ its share of the episodes; with ``use_vllm`` every rank takes part in every gene
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,17 +108,9 @@ def check_trl_args(names: list[str]) -> None:
 
 
 def check_envs(cfg: TRLTrainConfig) -> None:
-    from toolgym.trainers.trl_adapter.data import unknown_env_ids
+    from toolgym.rollout.keys import check_env_ids
 
-    for i, env in enumerate(cfg.envs):
-        if unknown_env_ids([env.id]):
-            import toolgym
-
-            close = difflib.get_close_matches(env.id, list(toolgym.ENVS), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ValueError(
-                f"envs.{i}.id: unknown env {env.id!r}; {hint}`toolgym list` shows the registered envs"
-            )
+    check_env_ids([env.id for env in cfg.envs])
 
 
 def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
@@ -205,11 +197,15 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def cmd_train_trl(args: argparse.Namespace) -> int:
-    cfg = apply_overrides(load_trl_config(args.config), args.overrides)
-    run_dir = Path(args.out) if args.out else Path("runs") / (cfg.experiment or "toolgym")
+def train(
+    config: str | Path, *, out: str | Path | None = None, overrides: Sequence[str] = (), dry_run: bool = False
+) -> int:
+    """``toolgym train --trainer trl``: a GRPO run with TRL in this process, from the YAML at ``config`` and
+    ``name=value`` overrides of its settings (``dry_run``: print the ``GRPOConfig`` it would use)."""
+    cfg = apply_overrides(load_trl_config(config), tuple(overrides))
+    run_dir = Path(out) if out else Path("runs") / (cfg.experiment or "toolgym")
     check_envs(cfg)
-    if args.dry_run:
+    if dry_run:
         import yaml
 
         settings = grpo_settings(cfg, run_dir.resolve())
@@ -234,8 +230,8 @@ def cmd_train_trl(args: argparse.Namespace) -> int:
 __all__ = [
     "apply_overrides",
     "build_trainer",
-    "cmd_train_trl",
     "grpo_config",
     "grpo_settings",
     "reward_table",
+    "train",
 ]

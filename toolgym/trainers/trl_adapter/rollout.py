@@ -26,45 +26,58 @@ nothing.
 Keep ``mask_truncated_completions=False`` (TRL's default): TRL counts a completion that does not end in EOS as
 truncated, and multi-turn episodes routinely end on a stop string such as ``</answer>``.
 
-TRL's other multi-turn path, ``environment_factory``, is not used: there TRL drives the turns itself, parsing
-tool calls in the chat template's own format and calling the environment's methods, so the env's action
-format, invalid-action feedback, turn and token budgets and verifier would not apply — a different episode
-from the one every other adapter trains on, and not the shared runner's.
+TRL's other multi-turn path, ``environment_factory`` (``environment.py``), lets TRL drive the turns itself
+in the chat template's tool-call format; this one plays the env's own episode (its action format,
+invalid-action feedback, turn and token budgets) with token-exact masks. docs/training.md compares them.
+
+One file of some 400 lines: the rollout function, its two generation backends and the TRL-shaped outputs and
+reward function are one contract with TRL (the keys it reads, the lengths it does not check), kept together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
 import warnings
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient, Sampling
 from toolgym.rollout.dump import DumpSettings, EpisodeDump
-from toolgym.rollout.episode import RolloutConfig, run_episode
-from toolgym.rollout.pool import EnvPool
-from toolgym.trainers.trl_adapter.data import (
-    EnvSource,
-    EpisodeKey,
-    env_requests,
-    key_of_prompt,
-    unknown_env_ids,
-)
-
-DEFAULT_MAX_CONCURRENT_EPISODES = 256
+from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
+from toolgym.rollout.keys import EnvSource, EpisodeKey, check_env_ids, env_requests
+from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
+from toolgym.trainers.trl_adapter.data import key_of_prompt
 
 
 class ToolgymRolloutFunc:
-    """The callable ``make_rollout_func`` returns (see the module docstring and ``make_rollout_func``).
+    """A ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes (see the module docstring);
+    ``make_rollout_func`` is this class.
+
+    Args:
+        env: the env(s) the dataset's rows name: an id, an ``EnvRequest``, a list of them, or a factory that
+            returns a toolgym env (then every row is played on envs it makes). Build the dataset with
+            ``prompt_dataset`` from the same ``env``.
+        max_response_tokens: tokens after the prompt, generated and observation tokens together (default:
+            the trainer's ``max_completion_length``).
+        max_tokens_per_turn: tokens one model turn may generate (default: the whole response budget).
+        max_prompt_tokens: a longer first prompt fails its episode (default: no cap).
+        max_concurrent_episodes: episodes in flight at once (each holds an env: a sandbox, an index).
+        chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
+        client: generate with this ``LLMClient`` instead of the trainer's policy (a scripted policy in tests,
+            or a server whose weights you keep in sync yourself).
+        exclude_infra_errors: keep an episode whose tool calls failed through our fault (the sandbox lost
+            its state or had no slot for it, the retriever was down) out of the loss, as an untrainable one
+            (``Trajectory.trainable_for``); False trains on it with the reward it got.
+        dump: write a sample of the episodes every ``dump.every`` steps to ``dump.directory`` (with their
+            tokens, mask, reward, verdict; ``toolgym view DIR`` opens it); each process writes its own file.
 
     ``last_trajectories`` holds the trajectories of the latest call (for logging, debugging and tests) and
     ``last_call`` its number (episode ``i`` of call ``c`` sends its turns as session ``trl-<c>-<i>``).
@@ -90,29 +103,24 @@ class ToolgymRolloutFunc:
         ):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
-        if max_concurrent_episodes < 1:
-            raise ValueError(f"max_concurrent_episodes must be >= 1, got {max_concurrent_episodes}")
         self.requests = env_requests(env)
-        self.factory: Callable[[], gym.Env] | None = None if self.requests is not None else env  # type: ignore[assignment]
         if self.requests is not None:
-            unknown = unknown_env_ids([r.id for r in self.requests])
-            if unknown:
-                raise ValueError(f"unknown env ids {unknown}; `toolgym list` shows the registered envs")
+            check_env_ids([r.id for r in self.requests], where="env")
         self.max_response_tokens = max_response_tokens
         self.max_tokens_per_turn = max_tokens_per_turn
         self.max_prompt_tokens = max_prompt_tokens
-        self.max_concurrent_episodes = max_concurrent_episodes
         self.chat_template_kwargs = chat_template_kwargs
         self.client = client
         self.exclude_infra_errors = exclude_infra_errors
         self.dump = EpisodeDump(dump, trainer="trl") if dump is not None else None
         self.last_trajectories: list[Trajectory] = []
         self.last_call = -1
-        self._pool = EnvPool()
-        self._factory_envs: list[gym.Env] = []
-        self._factory_lock = threading.Lock()
-        self._executor = ThreadPoolExecutor(max_workers=64, thread_name_prefix="toolgym-trl")
-        self._renderers: dict[int, ChatRenderer] = {}
+        factory = None if self.requests is not None else env
+        self.host = EpisodeHost(
+            max_concurrent_episodes=max_concurrent_episodes,
+            factory=factory,  # type: ignore[arg-type]
+            name="trl",
+        )
         self._stops: list[str] | None = None
         self._calls = itertools.count()
 
@@ -125,9 +133,8 @@ class ToolgymRolloutFunc:
         config = self._config(trainer)
         renderer = self._renderer(trainer)
         if self.client is not None:
-            trajs = _run(
-                self._play(self.client, keys, config, renderer, self._seeds(trainer, call, len(keys)), call)
-            )
+            seeds = self._seeds(trainer, call, len(keys))
+            trajs = _run(self._gather(self._episodes(self.client, keys, config, renderer, seeds, call)))
         elif getattr(trainer, "use_vllm", False):
             trajs = self._with_vllm(trainer, keys, config, renderer, call)
         else:
@@ -139,17 +146,13 @@ class ToolgymRolloutFunc:
                 self.dump.offer(step, traj, trained=traj.trainable_for(self.exclude_infra_errors))
         return trl_outputs(
             trajs,
-            filler_id=_filler_id(renderer.tokenizer),
+            filler_id=filler_token_id(renderer.tokenizer),
             max_prompt_tokens=config.max_prompt_tokens,
             exclude_infra_errors=self.exclude_infra_errors,
         )
 
     def close(self) -> None:
-        self._pool.close()
-        for env in self._factory_envs:
-            env.close()
-        self._factory_envs.clear()
-        self._executor.shutdown(wait=False)
+        self.host.close()
 
     # -- generation backends ---------------------------------------------------------------------------------
 
@@ -176,17 +179,16 @@ class ToolgymRolloutFunc:
                 stack.enter_context(dist.summon_full_params(trainer.model_wrapped, recurse=False))
             client = HFClient.from_model(model, renderer.tokenizer, max_batch=min(len(keys), 64))
             seeds = self._seeds(trainer, call, len(keys))
-            return _run(self._play(client, keys, config, renderer, seeds, call, close=client))
+            return _run(
+                self._gather(self._episodes(client, keys, config, renderer, seeds, call), close=client)
+            )
 
     def _with_vllm(
         self, trainer: Any, keys: list[EpisodeKey], config: RolloutConfig, renderer: ChatRenderer, call: int
     ) -> list[Trajectory]:
         """TRL's vLLM backend, in rounds every rank takes together (see ``lockstep``)."""
-        from toolgym.trainers.trl_adapter.lockstep import (
-            LockstepClient,
-            accelerate_exchange,
-            trl_batch_generate,
-        )
+        from toolgym.rollout.clients.lockstep import LockstepClient
+        from toolgym.trainers.trl_adapter.lockstep import accelerate_exchange, trl_batch_generate
 
         generation = trainer.vllm_generation
         collective = trainer.vllm_mode == "server" or getattr(generation, "tensor_parallel_size", 1) > 1
@@ -195,7 +197,7 @@ class ToolgymRolloutFunc:
                 generation, max_tokens=config.max_tokens_per_turn, stop=self._stop_strings(keys)
             ),
             exchange=accelerate_exchange(trainer.accelerator) if collective else None,
-            filler_id=_filler_id(renderer.tokenizer),
+            filler_id=filler_token_id(renderer.tokenizer),
         )
 
         async def play() -> list[Trajectory]:
@@ -206,18 +208,13 @@ class ToolgymRolloutFunc:
 
     # -- episodes --------------------------------------------------------------------------------------------
 
-    async def _play(
-        self,
-        client: LLMClient,
-        keys: list[EpisodeKey],
-        config: RolloutConfig,
-        renderer: ChatRenderer,
-        seeds: Sequence[int | None],
-        call: int,
-        close: LLMClient | None = None,
+    @staticmethod
+    async def _gather(
+        episodes: list[Coroutine[Any, Any, Trajectory]], close: LLMClient | None = None
     ) -> list[Trajectory]:
+        """Play ``episodes`` at once; close ``close`` (a client made for this call) after."""
         try:
-            return list(await asyncio.gather(*self._episodes(client, keys, config, renderer, seeds, call)))
+            return list(await asyncio.gather(*episodes))
         finally:
             if close is not None:
                 await close.close()
@@ -231,43 +228,13 @@ class ToolgymRolloutFunc:
         seeds: Sequence[int | None],
         call: int,
     ) -> list[Coroutine[Any, Any, Trajectory]]:
-        slots = asyncio.Semaphore(self.max_concurrent_episodes)
-
         async def one(i: int, key: EpisodeKey) -> Trajectory:
-            async with slots:
-                env = await asyncio.get_running_loop().run_in_executor(self._executor, self._acquire, key)
-                try:
-                    traj = await run_episode(
-                        env,
-                        client,
-                        renderer,
-                        config,
-                        seed=key.seed,
-                        options={"task": key.task},
-                        request_id=f"trl-{call}-{i}",
-                        sampling_seed=seeds[i],
-                        executor=self._executor,
-                    )
-                finally:
-                    self._release(env)
-            return traj.model_copy(update={"env_id": traj.env_id or key.env_id, "sample": i})
+            traj = await self.host.play(
+                key, client, renderer, config, request_id=f"trl-{call}-{i}", sampling_seed=seeds[i]
+            )
+            return traj.model_copy(update={"sample": i})
 
         return [one(i, key) for i, key in enumerate(keys)]
-
-    def _acquire(self, key: EpisodeKey) -> gym.Env:
-        if self.factory is None:
-            return self._pool.acquire(key.env_id, key.env_kwargs)
-        with self._factory_lock:
-            if self._factory_envs:
-                return self._factory_envs.pop()
-        return self.factory()
-
-    def _release(self, env: gym.Env) -> None:
-        if self.factory is None:
-            self._pool.release(env)
-        else:
-            with self._factory_lock:
-                self._factory_envs.append(env)
 
     def _check_envs(self, keys: list[EpisodeKey]) -> None:
         if self.requests is None:
@@ -302,15 +269,13 @@ class ToolgymRolloutFunc:
 
     def _renderer(self, trainer: Any) -> ChatRenderer:
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
-        renderer = self._renderers.get(id(tokenizer))
-        if renderer is None:
-            kwargs = self.chat_template_kwargs
-            if kwargs is None:
-                kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
-            renderer = ChatRenderer(tokenizer, chat_template_kwargs=kwargs)
-            renderer.eos_ids |= _generation_eos_ids(trainer.model)
-            self._renderers[id(tokenizer)] = renderer
-        return renderer
+        kwargs = self.chat_template_kwargs
+        if kwargs is None:
+            kwargs = getattr(trainer, "chat_template_kwargs", None) or {}
+        config = getattr(trainer.model, "generation_config", None)
+        eos = getattr(config, "eos_token_id", None)
+        eos_ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
+        return self.host.renderer(tokenizer, chat_template_kwargs=kwargs, eos_ids=eos_ids)
 
     def _seeds(self, trainer: Any, call: int, n: int) -> list[int]:
         """Distinct, reproducible sampling seeds per call and rank (turn ``t`` of an episode adds ``t``)."""
@@ -325,64 +290,18 @@ class ToolgymRolloutFunc:
         every rank: from the configured envs, or the factory's env."""
         if self._stops is None:
             stops: list[str] = []
-            envs = (
-                [self.factory]
-                if self.factory is not None
-                else [(lambda r=r: gym.make(r.id, **r.kwargs)) for r in self.requests or []]
-            )
-            for make in envs:
-                env = make()
-                try:
-                    stops += env.unwrapped.parser.stop_sequences
-                finally:
-                    env.close()
+            # a factory: the env it makes
+            envs = [(r.id, r.kwargs) for r in self.requests] if self.requests else [("factory", {})]
+            for env_id, kwargs in envs:
+                with self.host.pool.lease(env_id, kwargs) as env:
+                    stops += env.unwrapped.parser.stop_sequences  # type: ignore[attr-defined]
             self._stops = list(dict.fromkeys(stops))
         return self._stops
 
 
-def make_rollout_func(
-    env: EnvSource,
-    *,
-    max_response_tokens: int | None = None,
-    max_tokens_per_turn: int | None = None,
-    max_prompt_tokens: int | None = None,
-    max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES,
-    chat_template_kwargs: dict[str, Any] | None = None,
-    client: LLMClient | None = None,
-    exclude_infra_errors: bool = True,
-    dump: DumpSettings | None = None,
-) -> ToolgymRolloutFunc:
-    """A ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes (see the module docstring).
-
-    Args:
-        env: the env(s) the dataset's rows name: an id, an ``EnvRequest``, a list of them, or a factory that
-            returns a toolgym env (then every row is played on envs it makes). Build the dataset with
-            ``prompt_dataset`` from the same ``env``.
-        max_response_tokens: tokens after the prompt, generated and observation tokens together (default:
-            the trainer's ``max_completion_length``).
-        max_tokens_per_turn: tokens one model turn may generate (default: the whole response budget).
-        max_prompt_tokens: a longer first prompt fails its episode (default: no cap).
-        max_concurrent_episodes: episodes in flight at once (each holds an env: a sandbox, an index).
-        chat_template_kwargs: template variables (default: the trainer's ``chat_template_kwargs``).
-        client: generate with this ``LLMClient`` instead of the trainer's policy (a scripted policy in tests,
-            or a server whose weights you keep in sync yourself).
-        exclude_infra_errors: keep an episode whose tool calls failed through our fault (the sandbox lost
-            its state or had no slot for it, the retriever was down) out of the loss, as an untrainable one
-            (``Trajectory.trainable_for``); False trains on it with the reward it got.
-        dump: write a sample of the episodes every ``dump.every`` steps to ``dump.directory`` (with their
-            tokens, mask, reward, verdict; ``toolgym view DIR`` opens it); each process writes its own file.
-    """
-    return ToolgymRolloutFunc(
-        env,
-        max_response_tokens=max_response_tokens,
-        max_tokens_per_turn=max_tokens_per_turn,
-        max_prompt_tokens=max_prompt_tokens,
-        max_concurrent_episodes=max_concurrent_episodes,
-        chat_template_kwargs=chat_template_kwargs,
-        client=client,
-        exclude_infra_errors=exclude_infra_errors,
-        dump=dump,
-    )
+#: ``make_rollout_func(env, ...)``: a ``rollout_func`` for ``trl.GRPOTrainer`` that plays toolgym episodes
+#: (the class's docstring lists the settings)
+make_rollout_func = ToolgymRolloutFunc
 
 
 def trl_outputs(
@@ -414,20 +333,17 @@ def trl_outputs(
     }
     any_logprobs = any(t.logprobs is not None for t in trajs)
     for t in trajs:
-        prompt = list(t.prompt_ids)
-        if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
-            prompt = prompt[-max_prompt_tokens:]
-        response = list(t.response_ids)
-        trainable = t.trainable_for(exclude_infra_errors)
-        mask = t.training_mask_for(exclude_infra_errors)
-        logprobs = list(t.logprobs) if t.logprobs is not None else [0.0] * len(response)
-        if not response:
-            response, mask, logprobs = [filler_id], [0], [0.0]
-        out["prompt_ids"].append(prompt or [filler_id])
-        out["completion_ids"].append(response)
-        out["env_mask"].append(mask)
-        out["logprobs"].append(logprobs)
-        out["env_reward"].append(float(t.reward) if trainable else None)
+        sample = trainer_sample(
+            t,
+            filler_id=filler_id,
+            exclude_infra_errors=exclude_infra_errors,
+            max_prompt_tokens=max_prompt_tokens,
+        )
+        out["prompt_ids"].append(sample.prompt_ids)
+        out["completion_ids"].append(sample.response_ids)
+        out["env_mask"].append(sample.mask)
+        out["logprobs"].append(sample.logprobs or [0.0] * len(sample.response_ids))
+        out["env_reward"].append(sample.reward)
         out["env_passed"].append(bool(t.verdict is not None and t.verdict.passed))
         out["env_turns"].append(t.num_turns)
         out["env_tool_calls"].append(t.tool_calls)
@@ -477,7 +393,6 @@ def trainer_sampling(trainer: Any, *, vllm: bool) -> Sampling:
     """The trainer's sampling settings (``temperature``, ``top_p``, ``top_k``, ``repetition_penalty``,
     ``min_p``) as toolgym's; TRL's ``top_k=0`` means no cut-off. The HF backend implements no ``min_p`` and
     no ``generation_kwargs``: asking for them without vLLM is an error here, not a silent change."""
-    top_k = getattr(trainer, "top_k", 0)
     min_p = getattr(trainer, "min_p", None)
     if not vllm:
         unsupported = {"min_p": min_p} if min_p else {}
@@ -488,12 +403,7 @@ def trainer_sampling(trainer: Any, *, vllm: bool) -> Sampling:
                 f"toolgym's HF generation does not implement {sorted(unsupported)}: drop them or set "
                 "use_vllm=True"
             )
-    return Sampling(
-        temperature=float(trainer.temperature),
-        top_p=float(getattr(trainer, "top_p", 1.0) or 1.0),
-        top_k=-1 if not top_k or top_k < 0 else int(top_k),
-        repetition_penalty=float(getattr(trainer, "repetition_penalty", 1.0) or 1.0),
-    )
+    return sampling_from(trainer)
 
 
 def _run(coro: Coroutine[Any, Any, list[Trajectory]]) -> list[Trajectory]:
@@ -505,17 +415,6 @@ def _run(coro: Coroutine[Any, Any, list[Trajectory]]) -> list[Trajectory]:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-def _filler_id(tokenizer: Any) -> int:
-    pad = tokenizer.pad_token_id
-    return int(pad if pad is not None else tokenizer.eos_token_id)
-
-
-def _generation_eos_ids(model: Any) -> set[int]:
-    config = getattr(model, "generation_config", None)
-    eos = getattr(config, "eos_token_id", None)
-    return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
 
 __all__ = ["ToolgymRolloutFunc", "env_reward", "make_rollout_func", "trainer_sampling", "trl_outputs"]

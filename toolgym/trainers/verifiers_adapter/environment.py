@@ -36,11 +36,13 @@ from pydantic import Field
 from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
-from toolgym.rollout.pool import EnvPool, EnvRequest, EpisodeKey
-from toolgym.trainers.trl_adapter.data import episode_rows
-from toolgym.trainers.verifiers_adapter import TASKSET_ID
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.keys import EnvRequest, EpisodeKey, episode_rows
 
-_POOL = EnvPool()
+
+def _host() -> EpisodeHost:
+    """This process's episode host for verifiers' episodes (envs reused across tasks)."""
+    return EpisodeHost.shared("verifiers")
 
 
 class ToolgymTasksetConfig(vf.TasksetConfig):
@@ -59,7 +61,7 @@ class ToolgymTasksetConfig(vf.TasksetConfig):
 
 class ToolgymData(vf.TaskData):
     key: str
-    """The episode key (``toolgym.rollout.pool.EpisodeKey`` as JSON): env, kwargs, task, reset seed."""
+    """The episode key (``toolgym.rollout.keys.EpisodeKey`` as JSON): env, kwargs, task, reset seed."""
     stop: list[str] = Field(default_factory=list)
     """The env's stop strings (its action format's closing tags)."""
 
@@ -84,11 +86,11 @@ class ToolgymTaskset(vf.Taskset[ToolgymTask, ToolgymTasksetConfig]):
     def load(self) -> Iterator[ToolgymTask]:
         config = self.config
         request = EnvRequest(id=config.env, kwargs=config.env_kwargs)
-        with _POOL.lease(config.env, config.env_kwargs) as env:
-            stop = list(env.unwrapped.parser.stop_sequences)
+        with _host().session(config.env, config.env_kwargs) as session:
+            stop = list(session.inner.parser.stop_sequences)
         for row in episode_rows(request, config.n, split=config.split, seed=config.seed):
-            key: EpisodeKey = row["key"]
-            system, prompt = _split_prompt(row["prompt"])
+            key = row.key
+            system, prompt = _split_prompt(row.prompt)
             data = ToolgymData(
                 id=f"{key.task.id}#{key.seed}",
                 name=key.task.id,
@@ -157,23 +159,22 @@ class ToolgymEnv(vf.Env[ToolgymEnvConfig]):
 
     async def run(self, task: ToolgymTask, agents: vf.Agents) -> None:
         key = EpisodeKey.from_json(task.data.key)
-        env = await asyncio.to_thread(_POOL.acquire, key.env_id, key.env_kwargs)
+        host = _host()
+        session = await asyncio.to_thread(host.session, key.env_id, key.env_kwargs)
         try:
-            _, info = await asyncio.to_thread(env.reset, seed=key.seed, options={"task": key.task})
+            await host.call(session.start, key)
             reward, verdict = 0.0, None
             async with agents.agent.interaction(task) as interaction:
                 segment = await interaction.turn()  # the task's prompt opens the exchange
                 while not segment.terminated:
-                    before = len(info["messages"])
-                    _, reward, terminated, truncated, info = await asyncio.to_thread(
-                        env.step, segment.last_reply
-                    )
-                    if terminated or truncated:
-                        verdict = info["verdict"]
+                    step = await host.call(session.step, segment.last_reply)
+                    reward = step.reward
+                    if step.done:
+                        verdict = step.info["verdict"]
                         break
                     # what the env appended after the model's message: the tool's output
-                    segment = await interaction.turn(info["messages"][before + 1 :])
-                traj = env.unwrapped.trajectory
+                    segment = await interaction.turn(step.observations)
+                traj = session.trajectory
                 # before the interaction closes: closing scores the trace (``ToolgymTask.verdict``)
                 interaction.trace.info["toolgym"] = {
                     "reward": float(reward),
@@ -182,7 +183,7 @@ class ToolgymEnv(vf.Env[ToolgymEnvConfig]):
                     "task_id": key.task.id,
                 }
         finally:
-            _POOL.release(env)
+            session.close()
 
 
 def _split_prompt(messages: list[dict[str, Any]]) -> tuple[str | None, str | list[dict[str, Any]]]:
@@ -193,16 +194,3 @@ def _split_prompt(messages: list[dict[str, Any]]) -> tuple[str | None, str | lis
     if len(messages) == 1 and messages[0]["role"] == "user":
         return system, messages[0]["content"]
     return system, messages
-
-
-__all__ = [
-    "TASKSET_ID",
-    "ToolgymData",
-    "ToolgymEnv",
-    "ToolgymEnvConfig",
-    "ToolgymHarness",
-    "ToolgymHarnessConfig",
-    "ToolgymTask",
-    "ToolgymTaskset",
-    "ToolgymTasksetConfig",
-]

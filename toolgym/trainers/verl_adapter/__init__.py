@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-AGENT_NAME = "toolgym"
+from toolgym.trainers.verl_adapter.names import AGENT_NAME, ROWS_HINT
+
 #: imported by verl in every process of a toolgym run (``VERL_USE_EXTERNAL_MODULES``): fixes verl 0.9.1
 #: needs next to toolgym's dependencies (``compat.py``)
 COMPAT_MODULE = "toolgym.trainers.verl_adapter.compat"
@@ -57,6 +58,7 @@ __all__ = [
     "AGENT_NAME",
     "COMPAT_MODULE",
     "METRICS_MODULE",
+    "ROWS_HINT",
     "ToolgymAgentLoop",
     "agent_loop_config_path",
     "export_verl",

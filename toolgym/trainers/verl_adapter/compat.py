@@ -27,6 +27,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import verl
 
@@ -41,7 +42,7 @@ def apply_patches() -> None:
     after_import("verl.utils.model", _critic_attention_from_its_config)
 
 
-def _trl_value_head_guard(module: types.ModuleType) -> None:
+def _trl_value_head_guard(module: Any) -> None:
     def is_trl_available() -> bool:
         for where in ("trl.experimental.ppo", "trl"):
             try:
@@ -54,7 +55,7 @@ def _trl_value_head_guard(module: types.ModuleType) -> None:
     module.is_trl_available = is_trl_available
 
 
-def _critic_attention_from_its_config(module: types.ModuleType) -> None:
+def _critic_attention_from_its_config(module: Any) -> None:
     original = module.load_valuehead_model
 
     @functools.wraps(original)
@@ -77,7 +78,7 @@ def _from_pretrained_attention(attention: str) -> Iterator[None]:
     classes = [transformers.AutoModelForTokenClassification, transformers.AutoModelForCausalLM]
     saved = {cls: cls.__dict__.get("from_pretrained") for cls in classes}
 
-    def with_attention(cls: type) -> classmethod:
+    def with_attention(cls: Any) -> classmethod:
         load = cls.from_pretrained.__func__
 
         def from_pretrained(klass, *args, **kwargs):
@@ -117,7 +118,7 @@ class _AroundImport(importlib.abc.MetaPathFinder):
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_around(module: types.ModuleType) -> None:
+        def exec_around(module: Any) -> None:
             with self.around(module):
                 exec_module(module)
 
@@ -141,7 +142,7 @@ def after_import(name: str, patch: Callable[[types.ModuleType], None]) -> None:
         return
 
     @contextlib.contextmanager
-    def around(module: types.ModuleType) -> Iterator[None]:
+    def around(module: Any) -> Iterator[None]:
         yield
         patch(module)
 

@@ -9,26 +9,17 @@ typo in a training config otherwise costs a GPU job.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Logger = Literal["console", "wandb", "tensorboard"]
+from toolgym.trainers.train_config import EnvSpec, Logger, env_kwargs_with_turns
+from toolgym.trainers.train_config import load_train_config as load_config
+
 AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
 #: the default checkpoint interval of a GPU run (steps)
 GPU_SAVE_FREQ = 50
-
-
-class EnvSpec(BaseModel):
-    """One env of the training mix: its id, ``gym.make`` kwargs and share of the rows (``weight``)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    weight: float = Field(1.0, gt=0.0)
 
 
 class TrainConfig(BaseModel):
@@ -105,7 +96,7 @@ class TrainConfig(BaseModel):
     attn_implementation: AttnImplementation = "auto"
 
     # -- bookkeeping
-    logger: list[Logger] = Field(default_factory=lambda: ["console"])
+    logger: list[Logger] = Field(default_factory=lambda: list[Logger](["console"]))
     project: str = "toolgym"
     #: default: the config file's name
     experiment: str | None = None
@@ -178,10 +169,7 @@ class TrainConfig(BaseModel):
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
         """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
-        kwargs = dict(env.kwargs)
-        if self.max_turns is not None:
-            kwargs.setdefault("max_turns", self.max_turns)
-        return kwargs
+        return env_kwargs_with_turns(env, self.max_turns)
 
     def agent_loop_kwargs(self) -> dict[str, int | bool]:
         """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
@@ -196,50 +184,9 @@ class TrainConfig(BaseModel):
         return {k: v for k, v in chosen.items() if v is not None}
 
 
-Config = TypeVar("Config", bound=BaseModel)
+def load_train_config(path: str | Path) -> TrainConfig:
+    """Read and validate a ``toolgym train`` YAML for verl (errors say what to fix)."""
+    return load_config(path, TrainConfig)
 
 
-def load_train_config(path: str | Path, config: type[Config] = TrainConfig) -> Config:  # type: ignore[assignment]
-    """Read and validate a ``toolgym train`` YAML (a ``TrainConfig``, or the ``config`` model of another
-    trainer); every problem is a ``ValueError`` that says what to fix."""
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no config file at {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} must be a YAML mapping of settings (model: ..., envs: [...], ...)")
-    data.setdefault("experiment", path.stem)
-    try:
-        return config.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(f"{path} is not a valid toolgym train config:\n{explain(exc, config)}") from None
-
-
-def explain(exc: ValidationError, config: type[BaseModel] = TrainConfig) -> str:
-    """One line per problem, naming the key; an unknown key gets the closest known one and the full list."""
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"  - {loc}: unknown key. {_unknown_key_hint(err['loc'], config)}")
-        elif err["type"] == "missing":
-            lines.append(f"  - {loc}: required, but missing")
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-            lines.append(f"  - {loc}: {message} (got {err.get('input')!r})")
-    return "\n".join(lines)
-
-
-def _unknown_key_hint(loc: tuple[Any, ...], config: type[BaseModel] = TrainConfig) -> str:
-    model = EnvSpec if "envs" in loc[:-1] else config
-    known = list(model.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-    guess = f"Did you mean `{close[0]}`? " if close else ""
-    where = "an env entry" if model is EnvSpec else "a train config"
-    extra = "" if model is EnvSpec else getattr(config, "unknown_key_hint", "")
-    return f"{guess}Keys of {where}: {', '.join(known)}{extra}"
+__all__ = ["GPU_SAVE_FREQ", "EnvSpec", "TrainConfig", "load_train_config"]

@@ -16,28 +16,19 @@ see. Columns:
                    ``Task``), ``task_id``, ``seed``
 =================  ==========================================================================================
 
-Which tasks: ``split="val"`` takes each env's fixed evaluation split (``TaskSource.eval_tasks``, the tasks
-``toolgym eval`` scores). ``split="train"`` takes a fixed list's tasks once each in a seeded order (again
-when more rows are asked for than it has), and for a procedural source the tasks ``env.reset(seed=seed + i)``
-draws, which never overlap the evaluation split. Rows of a mix are shuffled with ``seed``.
+Which tasks a split holds: ``toolgym.rollout.keys.episode_rows`` (the same episodes every adapter's rows
+name).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import gymnasium as gym
-import numpy as np
-
-from toolgym.core.task import FiniteSource, Task
-from toolgym.envs.base import ToolEnv
-from toolgym.rollout.pool import EnvPool, EnvRequest, EpisodeKey, draw_task
-from toolgym.trainers.verl_adapter import AGENT_NAME
-
-Split = Literal["train", "val"]
+from toolgym.rollout.host import EpisodeHost
+from toolgym.rollout.keys import EnvRequest, EpisodeKey, EpisodeRow, Split, episode_rows
+from toolgym.trainers.verl_adapter.names import AGENT_NAME, ROWS_HINT
 
 
 def export_verl(
@@ -63,45 +54,25 @@ def build_rows(
     envs: Sequence[EnvRequest | str], *, n: int, split: Split = "train", seed: int = 0
 ) -> list[dict[str, Any]]:
     """The rows ``export_verl`` writes (see the module docstring)."""
-    import toolgym  # noqa: F401 - registers the envs
-
-    requests = [EnvRequest(id=e) if isinstance(e, str) else e for e in envs]
-    if not requests:
+    if not envs:
         raise ValueError("no envs to export: give at least one env id")
-    if n < len(requests):
-        raise ValueError(f"n={n} rows cannot cover {len(requests)} envs: ask for at least one row per env")
-    if split not in ("train", "val"):
-        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
-    rows: list[dict[str, Any]] = []
-    for request, count in zip(requests, _shares(n, [r.weight for r in requests]), strict=True):
-        env = gym.make(request.id, **request.kwargs)
-        try:
-            rows += env_rows(env, request, count, split, seed)
-        finally:
-            env.close()
-    order = np.random.default_rng(seed).permutation(len(rows)) if len(requests) > 1 else range(len(rows))
-    rows = [rows[i] for i in order]
-    for index, row in enumerate(rows):
-        row["extra_info"]["index"] = index
-    return rows
+    requests = [EnvRequest(id=e) if isinstance(e, str) else e for e in envs]
+    return [
+        verl_row(row, index, split)
+        for index, row in enumerate(episode_rows(requests, n, split=split, seed=seed))
+    ]
 
 
-def episode_key(extra_info: Any) -> EpisodeKey:
-    """The episode an exported row pins, read back from its ``extra_info`` (a clear error for rows that were
-    not exported by toolgym)."""
-    if not isinstance(extra_info, dict) or not extra_info.get("env_id") or not extra_info.get("task"):
-        raise ValueError(
-            "the row has no extra_info.env_id/task: write the data with `toolgym export verl` (or give rows "
-            "that toolgym's agent loop should not play another agent_name)"
-        )
-    kwargs = extra_info.get("env_kwargs") or "{}"
-    seed = extra_info.get("seed")
-    return EpisodeKey(
-        env_id=str(extra_info["env_id"]),
-        env_kwargs=json.loads(kwargs) if isinstance(kwargs, str) else dict(kwargs),
-        task=Task.model_validate_json(extra_info["task"]),
-        seed=None if seed is None else int(seed),
-    )
+def verl_row(row: EpisodeRow, index: int, split: Split) -> dict[str, Any]:
+    """One episode as verl's row (the columns in the module docstring)."""
+    return {
+        "data_source": row.key.env_id,
+        "prompt": row.prompt,
+        "ability": "tool-use",
+        "reward_model": {"style": "rule", "ground_truth": row.answer_text},
+        "agent_name": AGENT_NAME,
+        "extra_info": {"index": index, "split": split, **row.key.fields()},
+    }
 
 
 def prompt_token_lengths(parquet: str | Path, model: str, template_tools: bool = False) -> list[int]:
@@ -117,91 +88,17 @@ def prompt_token_lengths(parquet: str | Path, model: str, template_tools: bool =
         prompts = pq.read_table(parquet, columns=["prompt"]).column("prompt").to_pylist()
         return [len(renderer.prompt_ids(messages)) for messages in prompts]
     rows = pq.read_table(parquet, columns=["prompt", "extra_info"]).to_pylist()
-    pool = EnvPool()  # one env per id and kwargs, for the tool schemas of each row's env
+    host = EpisodeHost()  # one env per id and kwargs, for the tool schemas of each row's env
     try:
         lengths = []
         for row in rows:
-            key = episode_key(row["extra_info"])
-            with pool.lease(key.env_id, key.env_kwargs) as env:
-                tools = env.unwrapped.tool_schemas
+            key = EpisodeKey.from_fields(row["extra_info"], how=ROWS_HINT)
+            with host.session(key.env_id, key.env_kwargs) as session:
+                tools = session.inner.tool_schemas
             lengths.append(len(renderer.prompt_ids(row["prompt"], tools)))
         return lengths
     finally:
-        pool.close()
+        host.close()
 
 
-def env_rows(env: gym.Env, request: EnvRequest, count: int, split: Split, seed: int) -> list[dict]:
-    inner = env.unwrapped
-    if not isinstance(inner, ToolEnv):
-        raise TypeError(f"{request.id} is not a toolgym env ({type(inner).__name__}); verl export needs one")
-    kwargs = json.dumps(request.kwargs, sort_keys=True)
-    rows = []
-    for i, task in enumerate(_tasks(env, inner, request.id, count, split, seed)):
-        _, info = env.reset(seed=seed + i, options={"task": task})
-        rows.append(
-            {
-                "data_source": request.id,
-                "prompt": [{"role": m["role"], "content": m["content"]} for m in info["messages"]],
-                "ability": "tool-use",
-                "reward_model": {"style": "rule", "ground_truth": _answer_text(task.answer)},
-                "agent_name": AGENT_NAME,
-                "extra_info": {
-                    "index": 0,
-                    "split": split,
-                    "env_id": request.id,
-                    "env_kwargs": kwargs,
-                    "task": task.model_dump_json(),
-                    "task_id": task.id,
-                    "seed": seed + i,
-                },
-            }
-        )
-    return rows
-
-
-def _tasks(env: gym.Env, inner: ToolEnv, env_id: str, count: int, split: Split, seed: int) -> list[Task]:
-    source = inner.tasks
-    if split == "val":
-        try:
-            tasks = source.eval_tasks(count)
-        except TypeError as exc:
-            raise ValueError(f"{env_id} has no evaluation split to export as 'val': {exc}") from None
-        if len(tasks) < count:
-            raise ValueError(
-                f"{env_id}'s evaluation split has {len(tasks)} tasks, fewer than the {count} rows asked for: "
-                f"ask for fewer rows (n) or give it more tasks"
-            )
-        return tasks
-    if isinstance(source, FiniteSource):
-        rng = np.random.default_rng(seed)
-        tasks: list[Task] = []
-        while len(tasks) < count:
-            tasks += [source.task_at(int(i)) for i in rng.permutation(len(source))[: count - len(tasks)]]
-        return tasks
-    return [draw_task(env, seed + i) for i in range(count)]
-
-
-def _shares(n: int, weights: Sequence[float]) -> list[int]:
-    """``n`` split in proportion to ``weights`` (largest remainders), at least one each."""
-    total = sum(weights)
-    exact = [n * w / total for w in weights]
-    counts = [max(1, int(x)) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - int(exact[i]), reverse=True)
-    for i in by_remainder[: max(0, n - sum(counts))]:
-        counts[i] += 1
-    while sum(counts) > n:  # the minimum of one per env overshot: take back from the largest
-        counts[counts.index(max(counts))] -= 1
-    return counts
-
-
-def _answer_text(answer: Any) -> str:
-    if answer is None:
-        return ""
-    if isinstance(answer, str):
-        return answer
-    if isinstance(answer, bool | int | float):
-        return str(answer)
-    return json.dumps(answer, default=str)
-
-
-__all__ = ["build_rows", "env_rows", "episode_key", "export_verl", "prompt_token_lengths"]
+__all__ = ["build_rows", "export_verl", "prompt_token_lengths", "verl_row"]

@@ -6,13 +6,15 @@ examples use, PPO a critic. ``--dry-run`` composes the overrides against verl's 
 verl's config checks, so a typo or an inconsistent batch size fails in seconds on a laptop instead of minutes
 into a GPU job. A real run exports the train/val Parquet into the run dir, then runs verl in a child process
 whose output streams through and whose exit status is the command's.
+
+It is one file of some 450 lines because it is one derivation: the config, the plan of overrides it yields,
+the checks against verl's Hydra config and the run are read together when verl changes a key; the command
+line itself is ``toolgym.cli.train``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import difflib
 import functools
 import importlib.util
 import io
@@ -21,6 +23,7 @@ import re
 import shlex
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -222,23 +225,9 @@ def format_command(plan: RunPlan) -> str:
 
 def check_env_ids(cfg: TrainConfig) -> None:
     """A misspelt env id fails here, not in a Ray worker minutes into the run."""
-    import gymnasium as gym
+    from toolgym.rollout.keys import check_env_ids as check
 
-    import toolgym
-
-    for i, env in enumerate(cfg.envs):
-        module, _, env_id = env.id.rpartition(":")
-        if module:  # ``module:id``, as gym.make takes it: the module registers the env on import
-            try:
-                importlib.import_module(module)
-            except ImportError as exc:
-                raise ValueError(f"envs.{i}.id: cannot import {module!r} for {env.id!r}: {exc}") from exc
-        if env_id not in toolgym.ENVS and env_id not in gym.registry:
-            close = difflib.get_close_matches(env.id, list(toolgym.ENVS), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ValueError(
-                f"envs.{i}.id: unknown env {env.id!r}; {hint}`toolgym list` shows the registered envs"
-            )
+    check([env.id for env in cfg.envs])
 
 
 def resolve_attn_implementation(choice: str) -> str:
@@ -380,14 +369,18 @@ def check_consistency(cfg: Any) -> None:
 
 def prepare_run(cfg: TrainConfig, plan: RunPlan) -> None:
     """Write what verl will read: the agent-loop YAML (when customised) and the train/val Parquet."""
-    from toolgym.rollout import EnvRequest
+    from toolgym.rollout.keys import EnvRequest, Split
     from toolgym.trainers.verl_adapter.export import export_verl
 
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     if plan.agent_loop_kwargs:
         write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs)
     envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
-    for split, n, path in (("train", cfg.train_rows, plan.train_file), ("val", cfg.val_rows, plan.val_file)):
+    splits: tuple[tuple[Split, int, Path], ...] = (
+        ("train", cfg.train_rows, plan.train_file),
+        ("val", cfg.val_rows, plan.val_file),
+    )
+    for split, n, path in splits:
         written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed))
         if written.resolve() != path:
             raise RuntimeError(f"export_verl wrote {written}, expected {path}")
@@ -447,31 +440,14 @@ def run_verl(command: list[str], cwd: Path | None = None, env: dict[str, str] | 
 # -- the command ---------------------------------------------------------------------------------------------
 
 
-def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, help="toolgym train YAML (see examples/verl/, examples/trl/)")
-    p.add_argument(
-        "--trainer",
-        choices=["verl", "trl"],
-        default="verl",
-        help="verl: GRPO/PPO with verl (default); trl: GRPO with TRL in this process (examples/trl/)",
-    )
-    p.add_argument(
-        "--dry-run", action="store_true", help="print the verl command and check it against verl's config"
-    )
-    p.add_argument(
-        "--out", default=None, help="run dir for data, agent-loop YAML, checkpoints (runs/<experiment>)"
-    )
-    p.add_argument("overrides", nargs="*", metavar="-- OVERRIDE", help="extra verl overrides, after --")
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    if getattr(args, "trainer", "verl") == "trl":
-        from toolgym.trainers.trl_adapter.launch import cmd_train_trl
-
-        return cmd_train_trl(args)
-    cfg = load_train_config(args.config)
-    run_dir = Path(args.out) if args.out else Path("runs") / (cfg.experiment or "toolgym")
-    plan = plan_run(cfg, run_dir, args.overrides)
+def train(
+    config: str | Path, *, out: str | Path | None = None, overrides: Sequence[str] = (), dry_run: bool = False
+) -> int:
+    """``toolgym train`` with verl: plan the run from the YAML at ``config``, then run it (``dry_run``: print
+    the verl command, checked against verl's config, and write nothing)."""
+    cfg = load_train_config(config)
+    run_dir = Path(out) if out else Path("runs") / (cfg.experiment or "toolgym")
+    plan = plan_run(cfg, run_dir, list(overrides))
     if cfg.nodes > 1:
         print(
             f"note: {cfg.nodes} nodes: start Ray on every node first (docs/training.md), and keep "
@@ -479,7 +455,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             "and agent-loop YAML)",
             file=sys.stderr,
         )
-    if not args.dry_run:
+    if not dry_run:
         return run_training(cfg, plan)
     compose(plan.overrides)
     print(format_command(plan))

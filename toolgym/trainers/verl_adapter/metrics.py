@@ -20,7 +20,6 @@ Rows that did not come from toolgym's agent loop carry none of these keys, and n
 from __future__ import annotations
 
 import functools
-import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,11 +71,11 @@ def _with_episode_metrics(compute_data_metrics):
         metrics.update(episode_metrics(getattr(batch, "non_tensor_batch", None) or {}))
         return metrics
 
-    wrapper.__toolgym_wrapped__ = True
+    wrapper.__toolgym_wrapped__ = True  # type: ignore[attr-defined]  # a marker: wrap verl's function once
     return wrapper
 
 
-def _patch(module: types.ModuleType) -> None:
+def _patch(module: Any) -> None:
     original = getattr(module, "compute_data_metrics", None)
     if original is not None and not getattr(original, "__toolgym_wrapped__", False):
         module.compute_data_metrics = _with_episode_metrics(original)

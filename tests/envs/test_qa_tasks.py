@@ -6,8 +6,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from toolgym.core.task import FieldMap
-from toolgym.search.qa_files import qa_source
+from toolgym.envs.qa_tasks import qa_source
+from toolgym.envs.task_files import FieldMap
 
 
 def _write_jsonl(path, rows):

@@ -1,4 +1,4 @@
-"""Functions for ``toolgym.rewards.pool`` workers to run in tests: each misbehaves in one specific way.
+"""Functions for ``toolgym.rewards.worker_pool`` workers to run in tests: each misbehaves in one specific way.
 
 Workers import their target by module path, so these live in the package rather than in a test file.
 """

@@ -35,9 +35,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolgym.core.paths import cache_root
-from toolgym.testing.chat_template import CHAT_TEMPLATE
-from toolgym.testing.tiny_corpus import tiny_corpus
+from toolgym.tiny_model.chat_template import CHAT_TEMPLATE
+from toolgym.tiny_model.corpus import tiny_corpus
+from toolgym.util.paths import cache_root
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -113,7 +113,7 @@ TINY_MODEL_SPEC = TinyModelSpec()
 def tiny_model_path(cache_dir: str | Path | None = None) -> Path:
     """Return the tiny model's directory, building it first if it is not in the cache yet.
 
-    The cache root is ``cache_dir``, else ``toolgym.core.paths.cache_root()`` (``$TOOLGYM_CACHE``, else
+    The cache root is ``cache_dir``, else ``toolgym.util.paths.cache_root()`` (``$TOOLGYM_CACHE``, else
     ``~/.cache/toolgym``); the directory inside
     it is named after :func:`recipe_hash`, so a changed recipe never reuses a stale build.
     """
@@ -142,7 +142,7 @@ def build_tiny_model(out_dir: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     spec = TINY_MODEL_SPEC
     tokenizer = _train_tokenizer(spec)
-    ids = {token: tokenizer.token_to_id(token) for token in SPECIAL_TOKENS}
+    ids = {token: _token_id(tokenizer, token) for token in SPECIAL_TOKENS}
     tokenizer.save(str(out / "tokenizer.json"))
     _write_json(out / "tokenizer_config.json", _tokenizer_config(tokenizer, spec))
     _write_json(out / "special_tokens_map.json", _special_tokens_map())
@@ -246,6 +246,14 @@ def _train_tokenizer(spec: TinyModelSpec) -> Tokenizer:
             f"not {spec.vocab_size}: enlarge the corpus or lower vocab_size"
         )
     return tokenizer
+
+
+def _token_id(tokenizer: Tokenizer, token: str) -> int:
+    """The id of a token ``_train_tokenizer`` added (a special or markup token)."""
+    found = tokenizer.token_to_id(token)
+    if found is None:
+        raise ValueError(f"{token!r} is not in the tiny model's vocabulary")
+    return found
 
 
 def _tokenizer_config(tokenizer: Tokenizer, spec: TinyModelSpec) -> dict[str, Any]:

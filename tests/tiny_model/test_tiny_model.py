@@ -14,8 +14,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from toolgym.testing import tiny_model
-from toolgym.testing.tiny_model import (
+from toolgym.tiny_model import builder as tiny_model
+from toolgym.tiny_model.builder import (
     MARKUP_TOKENS,
     SPECIAL_TOKENS,
     TINY_MODEL_FILES,
@@ -274,7 +274,7 @@ def test_building_does_not_need_torch(tmp_path):
     """Builds happen in CPU-only tool processes and CI steps; torch is only for loading the model."""
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
-        "from toolgym.testing.tiny_model import build_tiny_model\n"
+        "from toolgym.tiny_model.builder import build_tiny_model\n"
         f"build_tiny_model({str(tmp_path / 'm')!r})\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, cwd=tmp_path)
@@ -338,7 +338,7 @@ def test_a_broken_cached_dir_is_replaced(tmp_path, model_dir):
 
 # Spawned workers cannot import this test module (importlib mode), so the worker lives in a helper file.
 _LOCKSTEP_WORKER = """
-from toolgym.testing import tiny_model
+from toolgym.tiny_model import builder as tiny_model
 
 
 def build_in_lockstep(args):

@@ -1,6 +1,6 @@
 """The test harness that runs *inside* a sandbox session for ``toolgym.rewards.code`` (stdlib only).
 
-``toolgym.rewards.code_runner`` sends this file's source as the first call of a fresh sandbox session, then
+``toolgym.rewards.code.runner`` sends this file's source as the first call of a fresh sandbox session, then
 the hidden tests as the second call (the threat model is in ``toolgym.rewards.code``). It is shipped as one
 source and runs with the standard library alone, which is why it is one module. Three kinds of process:
 
@@ -92,7 +92,8 @@ def encode(value, ref=None, depth=0):
     if depth >= MAX_DEPTH:
         raise Unencodable(f"value nested more than {MAX_DEPTH} levels deep")
     if t is list or t is tuple or t is set or t is frozenset:
-        tag = {list: "l", tuple: "t", set: "S", frozenset: "F"}[t]
+        tags: dict[type, str] = {list: "l", tuple: "t", set: "S", frozenset: "F"}
+        tag = tags[t]
         return [tag, [encode(x, ref, depth + 1) for x in value]]
     if t is dict:
         return ["d", [[encode(k, ref, depth + 1), encode(v, ref, depth + 1)] for k, v in value.items()]]

@@ -22,7 +22,7 @@ name (aliases)     verifier                                        what is judge
 ``code_tests``     ``CodeTestsVerifier`` (hidden tests, sandbox)    code in the last ``<answer>``, else
                                                                    the text (```python fence stripped)
 ``code_io``        ``CodeTestsVerifier`` (stdin/stdout or call     the same; tests in any contest
-                   tests of contest data, sandbox)                 layout (``rewards.code_layouts``)
+                   tests of contest data, sandbox)                 layout (``rewards.code.layouts``)
 =================  ==============================================  ====================================
 
 Other modules add theirs with ``register_scorer``. An unknown type
@@ -37,7 +37,7 @@ from typing import Any
 
 from toolgym.core.task import Task
 from toolgym.core.types import Verdict
-from toolgym.rewards.base import Verifier, safe_verify
+from toolgym.rewards.base import BadVerificationInfo, Verifier, safe_verify
 from toolgym.rewards.extract import extract_final_answer, last_number
 from toolgym.rewards.numeric import as_fraction
 
@@ -55,10 +55,6 @@ class UnknownScorer(KeyError):
 
     def __str__(self) -> str:  # KeyError would show the message with quotes around it
         return str(self.args[0]) if self.args else ""
-
-
-class BadVerificationInfo(ValueError):
-    """The ``verification_info`` is malformed (no ``type``, no ground truth, not an object)."""
 
 
 def register_scorer(name: str, scorer: Scorer, *, aliases: Iterable[str] = (), replace: bool = False) -> None:

@@ -2,7 +2,7 @@
 
 import json
 
-from toolgym.core.text import MAX_JSON_DEPTH, clip_middle, json_too_deep
+from toolgym.util.text import MAX_JSON_DEPTH, clip_middle, json_too_deep
 
 
 def nested(depth: int) -> str:

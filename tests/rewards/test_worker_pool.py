@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from toolgym.rewards.pool import PoolUnavailable, WorkerCrashed, WorkerPool, WorkerTimeout
+from toolgym.rewards.worker_pool import PoolUnavailable, WorkerCrashed, WorkerPool, WorkerTimeout
 
-TARGETS = "toolgym.testing.pool_targets"
+TARGETS = "toolgym.testing.worker_pool_targets"
 
 
 @pytest.fixture
@@ -160,8 +160,8 @@ def test_bad_arguments():
 ORPHAN = textwrap.dedent(
     """
     import os, sys, threading, time
-    from toolgym.rewards.pool import WorkerPool
-    pool = WorkerPool("toolgym.testing.pool_targets:spin_in_c", size=1)
+    from toolgym.rewards.worker_pool import WorkerPool
+    pool = WorkerPool("toolgym.testing.worker_pool_targets:spin_in_c", size=1)
     assert pool.wait_ready(30)
     print(pool._idle[0].proc.pid, flush=True)
     threading.Thread(target=pool.call, args=(10**9,), kwargs={"timeout": 1.0}, daemon=True).start()

@@ -11,8 +11,8 @@ The solution is adversarial: an RL policy is optimised to make the reward 1.0 by
 that shares a process with the solution can always be talked into reporting success. So the solution never
 shares a process with the tests or with the channel the verdict travels on.
 
-How one verification runs (``toolgym.rewards.code_runner``; the in-sandbox side is
-``toolgym.rewards.code_harness``, the per-test plan ``toolgym.rewards.code_plan``):
+How one verification runs (``toolgym.rewards.code.runner``; the in-sandbox side is
+``toolgym.rewards.code.harness``, the per-test plan ``toolgym.rewards.code.plan``):
 
 1. A fresh sandbox *session* starts. Its first call ships the harness and the solution, not the tests. The
    harness (the *driver*) makes itself non-dumpable and forks a *zygote*, which compiles the solution and
@@ -67,15 +67,13 @@ from typing import Any, Literal
 
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory, Verdict
-from toolgym.rewards.base import Verifier
-from toolgym.rewards.code_io import DEFAULT_FLOAT_TOLERANCE, arun_io_tests, io_tests_of, run_io_tests
-from toolgym.rewards.code_layouts import ground_truth_tests
-from toolgym.rewards.code_plan import MODULE_ALIASES, plan_test
-from toolgym.rewards.code_runner import (
+from toolgym.rewards.base import BadVerificationInfo, Verifier
+from toolgym.rewards.code.io_tests import DEFAULT_FLOAT_TOLERANCE, arun_io_tests, io_tests_of, run_io_tests
+from toolgym.rewards.code.layouts import ground_truth_tests
+from toolgym.rewards.code.runner import (
     DEFAULT_TEST_TIMEOUT,
     DEFAULT_TOTAL_TIMEOUT,
     CodeTestReport,
-    TestOutcome,
     arun_code_tests,
     run_code_tests,
 )
@@ -87,23 +85,6 @@ _FENCE = re.compile(
 _CODE_LANGUAGES = frozenset({"", "python", "py", "python3"})
 
 Reward = Literal["fraction", "all_or_nothing"]
-
-# The runner and the test planner live in their own modules; their public names are part of this API.
-__all__ = [
-    "DEFAULT_TEST_TIMEOUT",
-    "DEFAULT_TOTAL_TIMEOUT",
-    "MODULE_ALIASES",
-    "CodeTestReport",
-    "CodeTestsVerifier",
-    "Reward",
-    "TestOutcome",
-    "arun_code_tests",
-    "code_io_scorer",
-    "code_tests_scorer",
-    "extract_code",
-    "plan_test",
-    "run_code_tests",
-]
 
 
 # ------------------------------------------------------------------------------------------ answers
@@ -120,8 +101,9 @@ def extract_code(answer: str) -> str:
 
 class CodeTestsVerifier(Verifier):
     """Judges code by a task's hidden tests (``Task.data``: ``tests``, ``setup``?, ``entry_point``?), or by
-    stdin/stdout tests (``Task.data["io_tests"]``: ``[{"input", "output"}]``, see ``toolgym.rewards.code_io``;
-    with ``reward="all_or_nothing"`` the tests after the first failure are not run).
+    stdin/stdout tests (``Task.data["io_tests"]``: ``[{"input", "output"}]``, see
+    ``toolgym.rewards.code.io_tests``; with ``reward="all_or_nothing"`` the tests after the first failure are
+    not run).
 
     ``reward="fraction"`` gives the fraction of tests passed; ``"all_or_nothing"`` 1.0 only if all pass.
     ``Verdict.passed`` is "all tests passed" either way. A sandbox failure is a Verdict with ``error``.
@@ -138,7 +120,7 @@ class CodeTestsVerifier(Verifier):
         float_tolerance: float | None = DEFAULT_FLOAT_TOLERANCE,
     ):
         """``float_tolerance``: stdin/stdout tests only, numbers in the output agree within it (absolute or
-        relative); ``None`` compares exactly (``toolgym.rewards.code_io``)."""
+        relative); ``None`` compares exactly (``toolgym.rewards.code.io_tests``)."""
         if reward not in ("fraction", "all_or_nothing"):
             raise ValueError(f"reward must be 'fraction' or 'all_or_nothing', got {reward!r}")
         if timeout <= 0 or total_timeout <= 0:
@@ -215,8 +197,6 @@ def code_tests_scorer(response: str, info: Mapping[str, Any]) -> Verdict:
     "reward"?}``: the code is the last ``<answer>`` block of the response (else the whole response), fence
     stripped. ``tests`` may also come as ``ground_truth`` (a list, or a JSON list in a string, as verl
     hands it over). A request without usable tests is ``BadVerificationInfo``, never a score."""
-    from toolgym.rewards.registry import BadVerificationInfo  # the registry imports this module lazily
-
     tests = info.get("tests", info.get("ground_truth"))
     if isinstance(tests, str):  # a JSON list; never one bare string (it may be a reference solution)
         try:
@@ -242,13 +222,11 @@ def code_tests_scorer(response: str, info: Mapping[str, Any]) -> Verdict:
 
 def code_io_scorer(response: str, info: Mapping[str, Any]) -> Verdict:
     """Scorer for contest data: ``{"type": "code_io", "ground_truth": <tests in any layout of
-    toolgym.rewards.code_layouts>, "fn_name"?, "starter_code"?, "max_tests"?, "timeout"?, "reward"?,
+    toolgym.rewards.code.layouts>, "fn_name"?, "starter_code"?, "max_tests"?, "timeout"?, "reward"?,
     "float_tolerance"?}`` (verl's ``apps``, ``taco``, ``codecontests``, ``livecodebench``, ``deepcoder``,
     ``primeintellect`` rows). A row exported by toolgym carries its tests in the task instead
     (``io_tests``, or assert ``tests``). Tests that do not parse are
     ``BadVerificationInfo``, never a score."""
-    from toolgym.rewards.registry import BadVerificationInfo  # the registry imports this module lazily
-
     if info.get("io_tests") or (isinstance(info.get("tests"), list) and info.get("entry_point")):
         data = {k: info[k] for k in ("io_tests", "tests", "entry_point", "setup") if info.get(k) is not None}
     else:

@@ -1,7 +1,7 @@
 """Running hidden tests in a sandbox session: the two calls of one verification and what they report.
 
-``run_code_tests``/``arun_code_tests`` ship the harness (:mod:`toolgym.rewards.code_harness`) and the
-solution in a fresh session's first call, the planned tests (:mod:`toolgym.rewards.code_plan`) and a random
+``run_code_tests``/``arun_code_tests`` ship the harness (:mod:`toolgym.rewards.code.harness`) and the
+solution in a fresh session's first call, the planned tests (:mod:`toolgym.rewards.code.plan`) and a random
 nonce in its second, and count a test as passed only from a nonce-tagged line of the driver. Why it is built
 this way (the threat model) is in :mod:`toolgym.rewards.code`.
 """
@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.rewards.code_plan import plan_test, setup_names
+from toolgym.rewards.code.plan import plan_test, setup_names
 
 DEFAULT_TEST_TIMEOUT = 3.0
 DEFAULT_TOTAL_TIMEOUT = 60.0
 BOOT_TIMEOUT = 20.0
-_HARNESS_SOURCE = Path(__file__).with_name("code_harness.py").read_text(encoding="utf-8")
+_HARNESS_SOURCE = Path(__file__).with_name("harness.py").read_text(encoding="utf-8")
 _SLACK = 10.0
 
 

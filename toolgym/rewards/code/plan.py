@@ -1,6 +1,6 @@
 """How the driver runs one hidden test: which names it takes from the solution, which it imports itself.
 
-The harness (:mod:`toolgym.rewards.code_harness`) executes a test in the driver, never in the solution's
+The harness (:mod:`toolgym.rewards.code.harness`) executes a test in the driver, never in the solution's
 process. Every free name of the test is either a *proxy* (a call through it is a message to the worker that
 runs the solution) or a *module* the driver imports itself (``math.isclose``, ``np.allclose``): a name used
 only as ``name.attr`` that is importable. The plan is computed here, outside the sandbox, from the test's

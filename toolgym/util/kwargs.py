@@ -30,6 +30,17 @@ def parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     return kwargs
 
 
+def env_kwargs_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """An env's ``gym.make`` kwargs from a command's ``--env-kwarg KEY=VALUE`` (repeatable), ``--format`` and
+    ``--max-turns`` options (the options win over the same keys given as kwargs)."""
+    kwargs = parse_kwargs(args.env_kwarg)
+    if args.action_format:
+        kwargs["action_format"] = args.action_format
+    if args.max_turns:
+        kwargs["max_turns"] = args.max_turns
+    return kwargs
+
+
 def positive_int(text: str) -> int:
     """An argparse type: an int >= 1 (counts: episodes, samples, tasks, tokens, sessions, concurrency), so a
     bad count fails at parse time, before an engine or a server starts."""

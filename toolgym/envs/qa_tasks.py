@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgym.core.task import (
+from toolgym.core.task import RowSource, Task
+from toolgym.envs.task_files import (
     FieldMap,
     LazyFileSource,
-    RowSource,
-    Task,
     file_columns,
     is_verl_layout,
-    missing_task_file,
     read_task_file,
     verl_file_source,
 )
@@ -62,10 +60,4 @@ def lazy_qa_source(path: str | Path, fields: FieldMap = QA_FIELDS) -> LazyFileSo
     """``qa_source`` read on the first draw, once per process (``shared_file_source``): what Search-v0
     holds for ``tasks=PATH``."""
     path = Path(path)
-    return LazyFileSource(
-        path,
-        "qa",
-        lambda p: qa_source(p, fields),
-        missing=missing_task_file(path),
-        fields=fields.model_dump(),
-    )
+    return LazyFileSource(path, "qa", lambda p: qa_source(p, fields), fields=fields.model_dump())

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from toolgym.rewards.code_runner import CodeTestReport, TestOutcome
+from toolgym.rewards.code.runner import CodeTestReport, TestOutcome
 
 DEFAULT_FLOAT_TOLERANCE = 1e-6
 _MEMORY_BYTES = 1024**3

@@ -1,4 +1,4 @@
-"""Where toolgym keeps what it builds once and reuses (the tiny test model, the SQL world's databases)."""
+"""Where toolgym keeps what it builds once and reuses (the tiny offline model, the SQL world's databases)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,128 @@
+"""How toolgym makes HTTP clients: one TLS context per process, and the pooled client of the remote tools
+and the reward client, with the retrying JSON request loop those two share (``RetryingJsonClient``).
+
+Building a context loads the CA bundle: ~50 ms of CPU each time. Env constructors make a client each (a
+retriever, a remote tool server), and a trainer makes an env per concurrent episode, so 256 envs spent over
+10 s on it. An ``ssl.SSLContext`` is safe to share between clients and threads; it is made once, with
+httpx's defaults (certifi's bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set), on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import threading
+import time
+from typing import Any, ClassVar, Self
+
+from toolgym.util.retry import backoff_delay, is_retryable_status
+
+_context: ssl.SSLContext | None = None
+_lock = threading.Lock()
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """The process's TLS context for clients that verify certificates (httpx's default settings)."""
+    global _context
+    with _lock:
+        if _context is None:
+            import httpx
+
+            _context = httpx.create_ssl_context()
+        return _context
+
+
+def pooled_client(base_url: str, *, timeout: float, max_workers: int, transport: Any = None) -> Any:
+    """A sync ``httpx.Client`` for ``base_url`` with a pool of ``max_workers`` connections (one per worker
+    thread of the caller) and the shared TLS context."""
+    import httpx
+
+    limits = httpx.Limits(max_connections=max_workers, max_keepalive_connections=max_workers)
+    return httpx.Client(
+        base_url=base_url, timeout=timeout, limits=limits, transport=transport, verify=shared_ssl_context()
+    )
+
+
+class RetryingJsonClient:
+    """What the reward client and the tool server's client share (they were two copies of it): a pooled
+    connection to one toolgym server, and ``_request``, which sends JSON and returns the decoded reply of the
+    first 200. Transport failures, 429 and 5xx are retried ``retries`` times with the shared backoff
+    (``toolgym.util.retry``, honouring ``Retry-After``); any other status raises ``error`` at once, and so
+    does running out of attempts."""
+
+    #: what a refused or finally failed request raises (each client its own)
+    error: ClassVar[type[Exception]] = RuntimeError
+    #: a 200 whose body is not JSON: another attempt (True) or ``error`` at once (False)
+    retry_non_json: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_workers: int,
+        transport: Any = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        self._http = pooled_client(self.url, timeout=timeout, max_workers=max_workers, transport=transport)
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``GET /health``."""
+        return self._request("GET", "/health", None)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        import httpx
+
+        last, retry_after = "no attempt made", None
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self._delay(attempt, retry_after))
+            retry_after = None
+            try:
+                reply = self._http.request(method, path, json=body)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if reply.status_code == 200:
+                try:
+                    return reply.json()
+                except ValueError:
+                    if not self.retry_non_json:
+                        raise self.error(f"{method} {self.url}{path}: the reply is not JSON") from None
+                    last = "the server sent a body that is not JSON"
+                    continue
+            detail = _detail(reply)
+            if not is_retryable_status(reply.status_code):
+                raise self.error(f"{method} {self.url}{path} refused: HTTP {reply.status_code}: {detail}")
+            last = f"HTTP {reply.status_code}: {detail}"
+            retry_after = reply.headers.get("retry-after")
+        raise self.error(f"{method} {self.url}{path} failed after {self.retries + 1} attempts: {last}")
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        """The backoff before retry ``attempt``, or the server's ``Retry-After`` (at most 30 s) if longer."""
+        delay = backoff_delay(attempt, self.backoff)
+        if retry_after is not None:
+            with contextlib.suppress(ValueError):  # an HTTP date instead of seconds: keep the backoff
+                delay = max(delay, min(float(retry_after), 30.0))
+        return delay
+
+
+def _detail(reply: Any) -> str:
+    """The ``detail`` of an error reply (FastAPI's), else its text; at most 500 characters."""
+    try:
+        return str(reply.json().get("detail", reply.text))[:500]
+    except (ValueError, AttributeError):
+        return reply.text[:500]
