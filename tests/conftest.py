@@ -107,6 +107,7 @@ VLLM_FILES = frozenset(
         "tests/rollout/test_openai_http_client.py",
         "tests/rollout/test_episode.py",
         "tests/rollout/test_rollout_commands.py",
+        "tests/rewards/test_judge_vllm.py",
         "tests/server/test_agent_server.py",
         "tests/trainers/openrlhf/test_executor.py",
         "tests/trainers/verl/test_agent_loop.py",
@@ -204,3 +205,16 @@ def vllm_server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("vllm") / "server.log"
     with LoggedVLLMServer(tiny_model_path(), log_path=log_path) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def scripted_judge_env():
+    """A scripted LLM judge (``reference_overlap``: 10 when the answer has every word of the reference, else
+    2) as the endpoint of every judged env made in the module (``TOOLGYM_JUDGE_URL`` / ``_MODEL``), such as
+    toolgym/Report-v0; yields the judge."""
+    from toolgym.testing.judge_server import scripted_judge
+
+    with scripted_judge(mode="reference_overlap") as judge, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TOOLGYM_JUDGE_URL", judge.url)
+        patch.setenv("TOOLGYM_JUDGE_MODEL", "scripted")
+        yield judge

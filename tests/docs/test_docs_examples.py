@@ -30,6 +30,7 @@ PAGES = (
     "extending.md",
     "rollouts.md",
     "viewer.md",
+    "judges.md",
     "serving.md",
     "sandbox.md",
     "training.md",
@@ -40,6 +41,7 @@ PAGES = (
     "envs/python-code.md",
     "envs/search.md",
     "envs/search-multihop.md",
+    "envs/report.md",
     "envs/reasoning-gym.md",
     "envs/sql.md",
     "envs/terminal.md",
@@ -72,7 +74,7 @@ EXAMPLES = examples()
 def test_the_env_pages_show_sample_episodes():
     shown = {name.split(":")[0] for name, _, output in EXAMPLES if output is not None}
     pages = ("calculator", "math", "python-code", "search", "search-multihop", "reasoning-gym", "sql")
-    pages += ("terminal", "swe")
+    pages += ("terminal", "swe", "report")
     assert shown >= {f"envs/{page}.md" for page in pages}
 
 

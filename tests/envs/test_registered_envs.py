@@ -13,6 +13,8 @@ from toolgym.parsers import PARSERS
 from toolgym.testing.scripted import oracle_script, play_script, wrong_script
 
 ENV_IDS = sorted(toolgym.ENVS)
+#: judged envs (toolgym/Report-v0) score against a scripted judge, not skipped
+pytestmark = pytest.mark.usefixtures("scripted_judge_env")
 FORMATS = sorted(PARSERS)
 
 

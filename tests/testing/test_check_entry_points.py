@@ -37,10 +37,11 @@ def broken_env_id():
     gym.registry.pop(BROKEN)
 
 
-def test_check_all_passes_for_every_registered_env(capsys):
+def test_check_all_passes_for_every_registered_env(capsys, scripted_judge_env):
     """The acceptance line a user runs, ``toolgym check --all`` (through the command's own ``main``, in this
     process: the interpreter's start-up is not what it checks): built-in envs and installed plugins, every
-    format, the tiny model's chat template."""
+    format, the tiny model's chat template; a judged env (toolgym/Report-v0) against a scripted judge
+    (``TOOLGYM_JUDGE_URL``)."""
     code = main(["check", "--all"])
     out = capsys.readouterr()
     failing = [part for part in out.out.split("\n== ") if ": passed (" not in part.split("\n", 1)[0]]

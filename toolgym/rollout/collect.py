@@ -23,8 +23,12 @@ from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation, LLMClient, Sampling
 from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.group_judge import GroupVerifier, deferring, group_verifier, judge_group
 from toolgym.rollout.host import EpisodeHost
 from toolgym.rollout.keys import EnvRequest, draw_task
+
+#: one played sample: its trajectory, its env's group judge (None: judged alone) and the task it played
+Played = tuple[Trajectory, GroupVerifier | None, Task | None]
 
 
 class EnvSummary(BaseModel):
@@ -128,6 +132,11 @@ async def collect(
     list explicitly (evaluation splits). Sample ``j`` of a group uses sampling seed
     ``(seed + i) * 1000 + j * 100``. Trajectories are appended to ``out`` (JSONL) as they finish. An episode
     that fails (engine or env error) is recorded with ``error`` set and counted, never dropped silently.
+
+    With ``group_size`` > 1 and an env whose verifier judges groups (``verify_group``: a
+    ``GroupJudgeVerifier``), a group's samples are judged together once all of them are done, one judge call
+    per group (``toolgym.rollout.group_judge``; no pointwise call first), and its trajectories are written
+    then.
     """
     import toolgym  # noqa: F401 - registers envs
 
@@ -141,53 +150,70 @@ async def collect(
     if tasks_per_env < 1 or group_size < 1 or concurrency < 1:
         raise ValueError("tasks_per_env, group_size and concurrency must be >= 1")
     tasks = tasks or {}
-    jobs = [
-        (req, i, task, sample)
+    groups = [
+        (req, i, task)
         for req in requests
         for i, task in enumerate(tasks.get(req.id) or [None] * tasks_per_env)
-        for sample in range(group_size)
     ]
 
     host = EpisodeHost(max_concurrent_episodes=concurrency, name="collect")
     tracked = InFlightClient(client)
     sink = Path(out).open("a", encoding="utf-8") if out else None  # noqa: SIM115 - closed in the finally below
-    bar = _progress_bar(len(jobs), progress)
+    bar = _progress_bar(len(groups) * group_size, progress)
     results: list[Trajectory] = []
     drawn: dict[str, asyncio.Future[Task]] = {}  # one task draw per group, shared by its samples
 
-    async def one(req: EnvRequest, task_index: int, task: Task | None, sample: int) -> None:
+    async def one(req: EnvRequest, task_index: int, task: Task | None, sample: int) -> Played:
         task_seed = seed + task_index
         group = f"{req.id}#{task_index}"
+        judge: GroupVerifier | None = None
         try:
             async with host.slots(), host.lease(req.id, req.kwargs) as env:
                 if task is None:
                     if group not in drawn:
                         drawn[group] = asyncio.ensure_future(host.call(draw_task, env, task_seed))
                     task = await drawn[group]
-                traj = await host.run(
-                    env,
-                    tracked,
-                    renderer,
-                    config,
-                    seed=task_seed,
-                    options={"task": task},
-                    request_id=f"{group}-s{sample}",
-                    sampling_seed=task_seed * 1000 + sample * 100,
-                )
+                judge = group_verifier(env) if group_size > 1 else None
+                with deferring(env, judge is not None):  # the group judge judges it below, not the env
+                    traj = await host.run(
+                        env,
+                        tracked,
+                        renderer,
+                        config,
+                        seed=task_seed,
+                        options={"task": task},
+                        request_id=f"{group}-s{sample}",
+                        sampling_seed=task_seed * 1000 + sample * 100,
+                    )
         except Exception as exc:  # the env or the task draw failed: recorded and counted, not lost
             traj = Trajectory(task_id="?", stop_reason="error", error=f"{type(exc).__name__}: {exc}")
         traj = traj.model_copy(update={"env_id": req.id, "group": group, "sample": sample})
+        if bar is not None:
+            bar.update(1)
+        if judge is None:  # judged by its env already: written as it finishes
+            record(traj)
+        return traj, judge, task
+
+    def record(traj: Trajectory) -> None:
         results.append(traj)
         if sink is not None:
             sink.write(traj.model_dump_json() + "\n")
             sink.flush()
-        if bar is not None:
-            bar.update(1)
+
+    async def group_of(req: EnvRequest, task_index: int, task: Task | None) -> None:
+        """The group's samples; with a group judge, judged together once all are done (one call)."""
+        played = await asyncio.gather(*(one(req, task_index, task, s) for s in range(group_size)))
+        waiting = [(traj, judge, task) for traj, judge, task in played if judge is not None]
+        if waiting:  # the samples whose env deferred its judge: one call for them all
+            _, judge, played_task = waiting[0]
+            assert judge is not None and played_task is not None
+            for traj in await host.call(judge_group, judge, played_task, [t for t, _, _ in waiting]):
+                record(traj)
 
     start = time.perf_counter()
     tracked.start()
     try:
-        await asyncio.gather(*(one(*job) for job in jobs))
+        await asyncio.gather(*(group_of(*group) for group in groups))
     finally:
         tracked.stop()
         wall = time.perf_counter() - start

@@ -32,7 +32,7 @@ import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from typing import Any, ClassVar, TypeVar
 
 import gymnasium as gym
@@ -200,22 +200,25 @@ class EpisodeHost:
         *,
         request_id: str | None = None,
         sampling_seed: int | None = None,
+        around: Callable[[gym.Env], AbstractContextManager[object]] | None = None,
     ) -> Trajectory:
         """Play the episode ``key`` pins: wait for a slot, lease its env, reset it on the key's task and seed
-        and run it. The Trajectory's ``env_id`` is the key's. Failures inside the episode come back in the
-        Trajectory (``error`` set), as the runner's do; an env that cannot be built raises (a configuration
-        error, the same for every episode)."""
+        and run it (inside ``around(env)`` when given: the group judge defers the env's verifier so). The
+        Trajectory's ``env_id`` is the key's. Failures inside the episode come back in the Trajectory
+        (``error`` set), as the runner's do; an env that cannot be built raises (a configuration error, the
+        same for every episode)."""
         async with self.slots(), self.lease(key.env_id, key.env_kwargs) as env:
-            traj = await self.run(
-                env,
-                client,
-                renderer,
-                config,
-                seed=key.seed,
-                options={"task": key.task},
-                request_id=request_id,
-                sampling_seed=sampling_seed,
-            )
+            with around(env) if around is not None else nullcontext():
+                traj = await self.run(
+                    env,
+                    client,
+                    renderer,
+                    config,
+                    seed=key.seed,
+                    options={"task": key.task},
+                    request_id=request_id,
+                    sampling_seed=sampling_seed,
+                )
         return traj.model_copy(update={"env_id": traj.env_id or key.env_id})
 
     # -- text level ----------------------------------------------------------------------------------------

@@ -10,10 +10,11 @@ other.
 from __future__ import annotations
 
 import difflib
+import inspect
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 Logger = Literal["console", "wandb", "tensorboard"]
 
@@ -28,12 +29,88 @@ class EnvSpec(BaseModel):
     weight: float = Field(1.0, gt=0.0)
 
 
-def env_kwargs_with_turns(env: EnvSpec, max_turns: int | None) -> dict[str, Any]:
-    """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
+class JudgeSpec(BaseModel):
+    """The ``judge:`` key: the LLM judge endpoint of every env that takes a ``judge`` kwarg (an env's own
+    ``judge`` kwarg wins). ``base_url`` is an OpenAI-compatible base URL (``http://HOST:PORT/v1``); any other
+    key is a ``toolgym.rewards.judge.JudgeVerifier`` option (``timeout``, ``max_concurrency``,
+    ``pass_threshold``, ...), plus ``group`` (judge a GRPO group's answers in one call) and ``api_key_env``
+    (the environment variable holding the key: the kwargs travel in the training rows, a key written here
+    does too)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    api_key_env: str | None = None
+    group: bool = False
+
+    @model_validator(mode="after")
+    def _known_options(self) -> JudgeSpec:
+        options = judge_options()
+        unknown = sorted(set(self.model_extra or {}) - options)
+        if unknown:
+            hint = difflib.get_close_matches(unknown[0], sorted(options), n=1)
+            guess = f" (did you mean `{hint[0]}`?)" if hint else ""
+            raise ValueError(
+                f"unknown judge option {unknown[0]!r}{guess}; options: {', '.join(sorted(options))}, "
+                "group, api_key_env"
+            )
+        return self
+
+    def env_kwarg(self) -> dict[str, Any]:
+        """The env's ``judge`` kwarg: JSON-serialisable, unset options left out (the env's defaults)."""
+        return self.model_dump(exclude_none=True, exclude_defaults=False)
+
+
+def judge_options() -> set[str]:
+    """The keyword options ``JudgeVerifier`` takes (read from its signature, so the two never disagree)."""
+    from toolgym.rewards.judge import JudgeVerifier
+
+    params = inspect.signature(JudgeVerifier).parameters.values()
+    return {p.name for p in params if p.kind is p.KEYWORD_ONLY or p.name in ("base_url", "model")}
+
+
+def takes_judge(env_id: str) -> bool:
+    """Whether the registered env's factory names a ``judge`` parameter (a ``**kwargs`` catch-all is not
+    one: the Search env passes its extra kwargs to ``ToolEnv``, which would refuse it)."""
+    import gymnasium as gym
+
+    import toolgym  # noqa: F401 - registers the built-in envs and plugins
+
+    try:
+        entry = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return False
+    factory = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+    if factory is None:
+        return False
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    judge = params.get("judge")
+    return judge is not None and judge.kind in (judge.POSITIONAL_OR_KEYWORD, judge.KEYWORD_ONLY)
+
+
+def env_kwargs_with_turns(
+    env: EnvSpec, max_turns: int | None, judge: JudgeSpec | None = None
+) -> dict[str, Any]:
+    """The env's kwargs with the run-wide ``max_turns`` filled in, and the run-wide ``judge`` for an env
+    that takes one (an env's own setting wins in both)."""
     kwargs = dict(env.kwargs)
     if max_turns is not None:
         kwargs.setdefault("max_turns", max_turns)
+    if judge is not None and "judge" not in kwargs and takes_judge(env.id):
+        kwargs["judge"] = judge.env_kwarg()
     return kwargs
+
+
+class JudgeConfig(BaseModel):
+    """What both trainers' configs take for judged envs: the ``judge:`` key (``JudgeSpec``)."""
+
+    #: the LLM judge endpoint for every env that takes a ``judge`` kwarg (``docs/training.md``)
+    judge: JudgeSpec | None = None
 
 
 Config = TypeVar("Config", bound=BaseModel)
@@ -85,4 +162,14 @@ def _unknown_key_hint(loc: tuple[Any, ...], config: type[BaseModel]) -> str:
     return f"{guess}Keys of {where}: {', '.join(known)}{extra}"
 
 
-__all__ = ["EnvSpec", "Logger", "env_kwargs_with_turns", "explain", "load_train_config"]
+__all__ = [
+    "EnvSpec",
+    "JudgeConfig",
+    "JudgeSpec",
+    "Logger",
+    "env_kwargs_with_turns",
+    "explain",
+    "judge_options",
+    "load_train_config",
+    "takes_judge",
+]

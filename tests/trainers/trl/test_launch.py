@@ -93,3 +93,16 @@ def test_the_cpu_example_trains_from_the_command_line(tmp_path, capsys):
     assert [row[0] for row in table[1:]] == ["1", "2", "3"]
     assert all(0.0 <= float(row[1]) <= 1.0 for row in table[1:])
     assert (out / "final" / "config.json").exists() and "saved the trained model" in captured.err
+
+
+def test_the_judge_key_goes_to_the_envs_that_take_a_judge(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "model: tiny\ndevice: cpu\nenvs: [{id: toolgym/Report-v0}, {id: toolgym/Calculator-v0}]\n"
+        "max_turns: 3\njudge: {base_url: 'http://judge:8000/v1', model: j, max_concurrency: 4}\n"
+    )
+    cfg = load_trl_config(path)
+    report, calculator = (cfg.env_kwargs(e) for e in cfg.envs)
+    judge = {"base_url": "http://judge:8000/v1", "model": "j", "max_concurrency": 4, "group": False}
+    assert report == {"max_turns": 3, "judge": judge}
+    assert calculator == {"max_turns": 3}

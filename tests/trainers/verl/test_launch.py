@@ -396,3 +396,54 @@ def test_cpu_replicas_run_the_model_in_vllms_engine_process_unless_tensor_parall
     wide = launch.plan_run(cfg.model_copy(update={"tensor_parallel_size": 2}), tmp_path / "two").overrides
     assert "actor_rollout_ref.rollout.tensor_model_parallel_size=2" in wide
     assert not [o for o in wide if "distributed_executor_backend" in o]
+
+
+JUDGED = """model: tiny
+device: cpu
+train_batch_size: 2
+group_size: 2
+micro_batch_size_per_gpu: 1
+train_rows: 3
+val_rows: 3
+max_turns: 2
+max_prompt_length: 1024
+envs:
+  - {id: toolgym/Report-v0}
+  - {id: toolgym/Calculator-v0}
+  - {id: toolgym/Report-v0, kwargs: {judge: {base_url: "http://own:1/v1", model: own}}}
+judge:
+  {base_url: "http://judge:8000/v1", model: judge-model, api_key_env: JUDGE_KEY, timeout: 30, group: true}
+"""
+
+
+def test_the_judge_key_reaches_the_rows_of_every_env_that_takes_a_judge(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd=None, env=None: 0)
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(_write(tmp_path, JUDGED)), "--out", str(out)]) == 0
+    rows = pq.read_table(out / "train.parquet").to_pylist() + pq.read_table(out / "val.parquet").to_pylist()
+    kwargs = {}
+    for row in rows:
+        kwargs.setdefault(row["data_source"], []).append(json.loads(row["extra_info"]["env_kwargs"]))
+    judge = {
+        "base_url": "http://judge:8000/v1",
+        "model": "judge-model",
+        "api_key_env": "JUDGE_KEY",
+        "timeout": 30,
+        "group": True,
+    }
+    report = kwargs["toolgym/Report-v0"]
+    assert {"max_turns": 2, "judge": judge} in report  # the run-wide judge, as written (no key in the rows)
+    assert {
+        "max_turns": 2,
+        "judge": {"base_url": "http://own:1/v1", "model": "own"},
+    } in report  # its own wins
+    assert kwargs["toolgym/Calculator-v0"] and all(
+        k == {"max_turns": 2} for k in kwargs["toolgym/Calculator-v0"]
+    )
+
+
+def test_a_judge_option_the_judge_does_not_take_is_refused_with_the_options(tmp_path, capsys):
+    text = "model: m\nenvs: [{id: toolgym/Report-v0}]\njudge: {base_url: u, model: j, timout: 3}\n"
+    assert main(["train", "--config", str(_write(tmp_path, text)), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown judge option 'timout'" in err and "did you mean `timeout`?" in err

@@ -11,12 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
-from toolgym.trainers.train_config import EnvSpec, Logger, env_kwargs_with_turns, load_train_config
+from toolgym.trainers.train_config import (
+    EnvSpec,
+    JudgeConfig,
+    Logger,
+    env_kwargs_with_turns,
+    load_train_config,
+)
 
 
-class TRLTrainConfig(BaseModel):
+class TRLTrainConfig(JudgeConfig):
     """A GRPO run over toolgym envs with TRL's ``GRPOTrainer``; defaults suit one GPU and a ~1.5B model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,8 +102,9 @@ class TRLTrainConfig(BaseModel):
         return self
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
-        """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
-        return env_kwargs_with_turns(env, self.max_turns)
+        """The env's kwargs with the run-wide ``max_turns`` and ``judge`` filled in (an env's own setting
+        wins; only an env that takes a ``judge`` kwarg gets the judge)."""
+        return env_kwargs_with_turns(env, self.max_turns, self.judge)
 
 
 def load_trl_config(path: str | Path) -> TRLTrainConfig:

@@ -15,6 +15,9 @@ the loss's tool mask (0 = not trained on). TRL checks none of the lengths. For e
 3. returns the runner's tokens as they are: ``completion_ids`` = every token after the prompt, ``env_mask``
    = 1 exactly on the tokens the policy generated (0 on observations and template tokens), their
    ``logprobs``, and the verifier's reward as ``env_reward`` (give :func:`env_reward` to ``reward_funcs``).
+   Where the env's verifier judges groups (``verify_group``: a ``GroupJudgeVerifier``), the episodes of each
+   group are judged together after all of the call's episodes, one judge call per group
+   (``toolgym.rollout.group_judge``; no pointwise call first).
 
 Budgets are the runner's: ``completion_ids`` never exceed ``max_completion_length`` (or
 ``max_response_tokens``), a turn never exceeds ``max_tokens_per_turn``, and a prompt over
@@ -30,7 +33,7 @@ TRL's other multi-turn path, ``environment_factory`` (``environment.py``), lets 
 in the chat template's tool-call format; this one plays the env's own episode (its action format,
 invalid-action feedback, turn and token budgets) with token-exact masks. docs/training.md compares them.
 
-One file of some 400 lines: the rollout function, its two generation backends and the TRL-shaped outputs and
+One file of some 470 lines: the rollout function, its two generation backends and the TRL-shaped outputs and
 reward function are one contract with TRL (the keys it reads, the lengths it does not check), kept together.
 """
 
@@ -46,11 +49,13 @@ from typing import Any
 
 import numpy as np
 
+from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient, Sampling
 from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.group_judge import GroupVerifier, judge_group, play_for_group
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
 from toolgym.rollout.keys import EnvSource, EpisodeKey, check_env_ids, env_requests
 from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
@@ -123,6 +128,8 @@ class ToolgymRolloutFunc:
         )
         self._stops: list[str] | None = None
         self._calls = itertools.count()
+        #: this call's episodes whose env judges groups: index -> (its group verifier, the task it played)
+        self._group_judges: dict[int, tuple[GroupVerifier, Task]] = {}
 
     # -- TRL's entry point -----------------------------------------------------------------------------------
 
@@ -139,6 +146,7 @@ class ToolgymRolloutFunc:
             trajs = self._with_vllm(trainer, keys, config, renderer, call)
         else:
             trajs = self._with_model(trainer, keys, config, renderer, call)
+        trajs = self._judge_groups(keys, trajs)
         self.last_trajectories, self.last_call = trajs, call
         if self.dump is not None:  # the step the trainer is at; each rank writes its own file
             step = int(trainer.state.global_step)
@@ -228,13 +236,43 @@ class ToolgymRolloutFunc:
         seeds: Sequence[int | None],
         call: int,
     ) -> list[Coroutine[Any, Any, Trajectory]]:
+        self._group_judges.clear()
+        grouped = {i for run in _runs(keys) if len(run) > 1 for i in run}
+
         async def one(i: int, key: EpisodeKey) -> Trajectory:
-            traj = await self.host.play(
-                key, client, renderer, config, request_id=f"trl-{call}-{i}", sampling_seed=seeds[i]
+            traj, judge, task = await play_for_group(
+                self.host,
+                key,
+                client,
+                renderer,
+                config,
+                group=i in grouped,
+                request_id=f"trl-{call}-{i}",
+                sampling_seed=seeds[i],
             )
+            if judge is not None and task is not None:
+                self._group_judges[i] = (judge, task)
             return traj.model_copy(update={"sample": i})
 
         return [one(i, key) for i, key in enumerate(keys)]
+
+    def _judge_groups(self, keys: list[EpisodeKey], trajs: list[Trajectory]) -> list[Trajectory]:
+        """The episodes of each group (consecutive prompts with one episode key) whose env judges groups
+        (``verify_group``), judged together: one judge call per group, the groups judged at once."""
+        judged = [run for run in _runs(keys) if all(i in self._group_judges for i in run)]
+        if not judged:
+            return trajs
+        out = list(trajs)
+
+        def judge(run: list[int]) -> list[Trajectory]:
+            verifier, task = self._group_judges[run[0]]
+            return judge_group(verifier, task, [trajs[i] for i in run])
+
+        for run, results in zip(judged, self.host.executor.map(judge, judged), strict=True):
+            for i, traj in zip(run, results, strict=True):
+                out[i] = traj
+        self._group_judges.clear()
+        return out
 
     def _check_envs(self, keys: list[EpisodeKey]) -> None:
         if self.requests is None:
@@ -404,6 +442,18 @@ def trainer_sampling(trainer: Any, *, vllm: bool) -> Sampling:
                 "use_vllm=True"
             )
     return sampling_from(trainer)
+
+
+def _runs(keys: Sequence[EpisodeKey]) -> list[list[int]]:
+    """The indices of each run of consecutive equal keys (TRL repeats each prompt ``num_generations`` times in
+    a row: a GRPO group)."""
+    runs: list[list[int]] = []
+    for i, key in enumerate(keys):
+        if runs and keys[runs[-1][0]] == key:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def _run(coro: Coroutine[Any, Any, list[Trajectory]]) -> list[Trajectory]:

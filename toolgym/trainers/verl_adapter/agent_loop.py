@@ -23,25 +23,44 @@ What verl needs and the loop guarantees:
   written there whole (``toolgym.rollout.dump``; ``toolgym view DIR`` opens them), with the step of the
   weights that generated them (verl's servers report it) and whether the loss used them.
 
+- an env whose verifier judges groups (``verify_group``: an LLM judge with ``"group": true``) is judged per
+  GRPO group: the samples of one ``uid`` this worker plays are gathered and judged with one call once all are
+  done (``toolgym.rollout.group_judge.GroupGathering``); a group split across workers is judged pointwise,
+  and the verdict's details say so.
+
 Env pools, the chat renderer, the thread pool and the bound on episodes live in the worker process's episode
 host (``toolgym.rollout.host``), not per sample: verl builds an agent loop per sample.
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from typing import Any
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
+from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.dump import DumpSettings
 from toolgym.rollout.episode import RolloutConfig
+from toolgym.rollout.group_judge import (
+    DEFAULT_GROUP_TIMEOUT_S,
+    GroupGathering,
+    GroupVerifier,
+    play_for_group,
+)
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
 from toolgym.rollout.keys import EpisodeKey
 from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
 from toolgym.trainers.verl_adapter.client import VerlServerClient
 from toolgym.trainers.verl_adapter.names import ROWS_HINT
+
+#: the group gathering of each event loop (verl's worker runs one; it builds an agent loop per sample)
+_GATHERINGS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupGathering] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class ToolgymAgentLoop(AgentLoopBase):
@@ -58,6 +77,9 @@ class ToolgymAgentLoop(AgentLoopBase):
             when the config sets ``dump_every``.
         dump_every: dump every N-th step's episodes.
         dump_episodes: episodes per dumped step, per agent-loop worker.
+        group_judge_timeout_s: for an env whose verifier judges groups (``verify_group``), how long a
+            finished sample waits for the rest of its GRPO group (its ``uid``) in this worker before it is
+            judged alone (``toolgym.rollout.group_judge``).
     """
 
     def __init__(
@@ -70,6 +92,7 @@ class ToolgymAgentLoop(AgentLoopBase):
         dump_dir: str | None = None,
         dump_every: int = 10,
         dump_episodes: int = 8,
+        group_judge_timeout_s: float = DEFAULT_GROUP_TIMEOUT_S,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
@@ -93,13 +116,48 @@ class ToolgymAgentLoop(AgentLoopBase):
             model_path=self.config.actor_rollout_ref.model.path,
         )
         self.exclude_infra_errors = bool(exclude_infra_errors)
+        self.group_judge_timeout_s = float(group_judge_timeout_s)
+        self.group_size = int(self.rollout_config.get("n", 1) or 1)
         self.dump = (
             self.host.dump(DumpSettings(directory=dump_dir, every=dump_every, episodes=dump_episodes), "verl")
             if dump_dir
             else None
         )
 
+    def _gathering(self) -> GroupGathering:
+        loop = asyncio.get_running_loop()
+        if loop not in _GATHERINGS:
+            _GATHERINGS[loop] = GroupGathering(self.host.call, timeout_s=self.group_judge_timeout_s)
+        return _GATHERINGS[loop]
+
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Play the row's episode. With an env whose verifier judges groups (``verify_group``) and
+        ``rollout.n`` > 1, the samples of one ``uid`` are judged together, one judge call per group, once all
+        of them have finished in this worker (``GroupGathering``: each sample registers before its first
+        ``await``, so the worker knows how many of the group it plays)."""
+        uid = str(kwargs.get("uid") or "")
+        gathering = self._gathering() if self.group_size > 1 and uid else None
+        if gathering is not None:
+            gathering.start(uid)
+        try:
+            traj, judge, task, client = await self._play(sampling_params, gathering is not None, kwargs)
+        except BaseException:
+            if gathering is not None:
+                gathering.abandon(uid)
+            raise
+        if gathering is not None:
+            if judge is None or task is None:
+                gathering.abandon(uid)  # judged by the env as usual: nothing to gather
+            else:
+                traj = await gathering.finish(uid, self.group_size, traj, judge, task)
+        if self.dump is not None:
+            trained = traj.trainable_for(self.exclude_infra_errors)
+            self.dump.offer(client.max_global_steps, traj, trained)
+        return self._output(traj, client)
+
+    async def _play(
+        self, sampling_params: dict[str, Any], group: bool, kwargs: dict[str, Any]
+    ) -> tuple[Trajectory, GroupVerifier | None, Task | None, VerlServerClient]:
         try:
             row = EpisodeKey.from_fields(kwargs.get("extra_info"), how=ROWS_HINT)
         except ValueError as exc:
@@ -115,11 +173,10 @@ class ToolgymAgentLoop(AgentLoopBase):
             logprobs=bool(sampling_params.get("logprobs", True)),
             priority=int(kwargs.get("priority", 0) or 0),
         )
-        traj = await self.host.play(row, client, self.renderer, config, request_id=uuid4().hex)
-        if self.dump is not None:
-            trained = traj.trainable_for(self.exclude_infra_errors)
-            self.dump.offer(client.max_global_steps, traj, trained)
-        return self._output(traj, client)
+        traj, judge, task = await play_for_group(
+            self.host, row, client, self.renderer, config, group=group, request_id=uuid4().hex
+        )
+        return traj, judge, task, client
 
     def _output(self, traj: Trajectory, client: VerlServerClient) -> AgentLoopOutput:
         sample = trainer_sample(

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from toolgym.trainers.train_config import EnvSpec, Logger, env_kwargs_with_turns
+from toolgym.trainers.train_config import EnvSpec, JudgeConfig, Logger, env_kwargs_with_turns
 from toolgym.trainers.train_config import load_train_config as load_config
 
 AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
@@ -22,7 +22,7 @@ AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
 GPU_SAVE_FREQ = 50
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(JudgeConfig):
     """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -168,8 +168,9 @@ class TrainConfig(BaseModel):
             )
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
-        """The env's kwargs with the run-wide ``max_turns`` filled in (an env's own setting wins)."""
-        return env_kwargs_with_turns(env, self.max_turns)
+        """The env's kwargs with the run-wide ``max_turns`` and ``judge`` filled in (an env's own setting
+        wins; only an env that takes a ``judge`` kwarg gets the judge)."""
+        return env_kwargs_with_turns(env, self.max_turns, self.judge)
 
     def agent_loop_kwargs(self) -> dict[str, int | bool]:
         """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
