@@ -202,6 +202,11 @@ class LoggedVLLMServer(VLLMServer):
 
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:  # the server is a subprocess: say what is missing here, so a
+        # core-only run reports the test as needing the extra (not "the server exited")
+        raise ModuleNotFoundError("No module named 'vllm'", name="vllm")
     log_path = tmp_path_factory.mktemp("vllm") / "server.log"
     with LoggedVLLMServer(tiny_model_path(), log_path=log_path) as server:
         yield server
