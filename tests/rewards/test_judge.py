@@ -41,17 +41,25 @@ TASK = Task(id="capital", prompt="What is the capital of France?", answer="Paris
 
 @pytest.fixture(autouse=True)
 def _fresh_judge_state():
-    """Each test starts with no endpoint and an empty memory cache (each scripted judge is a new port, so
-    they would not meet anyway; this keeps the process tidy)."""
+    """Each test starts with no endpoint and an empty memory cache: the tests share one scripted judge, and a
+    reply one test cached must not answer another's request."""
     yield
     clear_memory_cache()
     reset_endpoints()
 
 
-@pytest.fixture
-def judge():
+@pytest.fixture(scope="module")
+def _judge_server():
     with scripted_judge() as running:
         yield running
+
+
+@pytest.fixture
+def judge(_judge_server):
+    """The module's scripted judge, its requests forgotten and back in the "fixed" mode (the memory cache and
+    the endpoints are reset after each test, so no test sees another's replies)."""
+    _judge_server.reset()
+    return _judge_server
 
 
 def make(judge, cls=JudgeVerifier, **kwargs):
@@ -271,7 +279,7 @@ def test_429_honours_retry_after_and_counts_it_as_a_wait(judge):
 
 
 def test_a_timeout_is_retried_then_an_error(judge):
-    judge.set_mode("fixed", delay_s=2.0)
+    judge.set_mode("fixed", delay_s=0.8)  # four times the timeout
     verdict = make(judge, retries=1, timeout=0.2).verify(TASK, "Paris")
     assert "timed out after 0.2 s" in verdict.error
     assert verdict.details["attempts"] == 2 and verdict.error.endswith("(after 2 attempts)")

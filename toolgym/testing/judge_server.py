@@ -82,11 +82,24 @@ class JudgeController:
 
     def __init__(self, mode: str = "fixed", **options: Any):
         self._lock = threading.Lock()
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[dict[str, str]] = []
-        self.intervals: list[tuple[float, float]] = []
-        self.active = 0
-        self.max_active = 0
+        self.reset(mode, **options)
+
+    def reset(
+        self,
+        mode: str = "fixed",
+        **options: Any,
+    ) -> None:
+        """Forget every request and start over in ``mode`` (a server shared by several tests), once the
+        requests still in flight (a slow reply whose client gave up) are done, so none is counted after."""
+        deadline = time.monotonic() + 30.0
+        while getattr(self, "active", 0) > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with self._lock:
+            self.requests: list[dict[str, Any]] = []
+            self.headers: list[dict[str, str]] = []
+            self.intervals: list[tuple[float, float]] = []
+            self.active = 0
+            self.max_active = 0
         self.set_mode(mode, **options)
 
     def set_mode(
@@ -219,6 +232,10 @@ class ScriptedJudge:
 
     def set_mode(self, mode: str, **options: Any) -> None:
         self.controller.set_mode(mode, **options)
+
+    def reset(self, mode: str = "fixed", **options: Any) -> None:
+        """Forget every request and start over in ``mode``: one server serves a module's tests."""
+        self.controller.reset(mode, **options)
 
     @property
     def requests(self) -> list[dict[str, Any]]:
