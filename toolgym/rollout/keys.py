@@ -22,7 +22,7 @@ import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import gymnasium as gym
 import numpy as np
@@ -171,7 +171,7 @@ def episode_rows(env: EnvSource, n: int, *, split: Split = "train", seed: int = 
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     requests = env_requests(env)
     if requests is None:  # a factory: every row is an episode of the env it makes
-        made = env()  # type: ignore[operator]
+        made = cast(EnvFactory, env)()
         try:
             env_id = made.spec.id if made.spec is not None else type(made.unwrapped).__name__
             return _env_rows(made, EnvRequest(id=env_id), n, split, seed)
@@ -194,8 +194,9 @@ def episode_rows(env: EnvSource, n: int, *, split: Split = "train", seed: int = 
 def draw_task(env: gym.Env, seed: int) -> Task:
     """The task ``env.reset(seed=seed)`` draws: run once per GRPO group, then pin it for every sample."""
     env.reset(seed=seed)
-    task = env.unwrapped.task  # type: ignore[attr-defined]
-    assert task is not None
+    task = getattr(env.unwrapped, "task", None)
+    if not isinstance(task, Task):
+        raise TypeError(f"{type(env.unwrapped).__name__} has no task after reset: not a toolgym env")
     return task
 
 

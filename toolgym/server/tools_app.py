@@ -315,6 +315,7 @@ def _typed_endpoint(
             raise refuse_busy(exc) from None
         return _capped(result)
 
+    # FastAPI reads the body model from the signature (typeshed does not declare __signature__)
     endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [
             inspect.Parameter("args", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=tool.Args),

@@ -52,20 +52,20 @@ def tool_function(
         arg_lines.append(f"    {arg}: {_describe(arg, prop)}")
     annotations["return"] = str
 
-    if method:
+    def bound(self: Any, **arguments: Any) -> str:
+        return call(self, arguments)
 
-        def fn(self: Any, **arguments: Any) -> str:
-            return call(self, arguments)
-    else:
+    def unbound(**arguments: Any) -> str:
+        return call(None, arguments)
 
-        def fn(**arguments: Any) -> str:  # type: ignore[misc]
-            return call(None, arguments)
+    fn: Callable[..., str] = bound if method else unbound
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = " ".join((function.get("description") or name).split())
     if arg_lines:
         fn.__doc__ += "\n\nArgs:\n" + "\n".join(arg_lines)
     fn.__annotations__ = annotations
+    # inspect reads a function's __signature__ first (typeshed does not declare the attribute)
     fn.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
     return fn
 
@@ -82,8 +82,9 @@ def python_type(prop: dict[str, Any]) -> Any:
         kinds = [k for k in kind if k != "null"]
         kind = kinds[0] if len(kinds) == 1 else "string"
     if kind == "array":
-        return list[python_type(prop.get("items") or {"type": "string"})]  # type: ignore[misc]
-    return _JSON_TYPES.get(kind, str)  # type: ignore[arg-type]
+        item = python_type(prop.get("items") or {"type": "string"})
+        return list[item]  # type: ignore[valid-type]  # a generic alias made at run time from the schema
+    return _JSON_TYPES.get(str(kind), str)
 
 
 def _describe(arg: str, prop: dict[str, Any]) -> str:

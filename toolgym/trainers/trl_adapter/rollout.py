@@ -45,7 +45,7 @@ import warnings
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.episode import RolloutConfig
 from toolgym.rollout.group_judge import GroupVerifier, judge_group, play_for_group
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
-from toolgym.rollout.keys import EnvSource, EpisodeKey, check_env_ids, env_requests
+from toolgym.rollout.keys import EnvFactory, EnvSource, EpisodeKey, check_env_ids, env_requests
 from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
 from toolgym.trainers.trl_adapter.data import key_of_prompt
 
@@ -120,12 +120,8 @@ class ToolgymRolloutFunc:
         self.dump = EpisodeDump(dump, trainer="trl") if dump is not None else None
         self.last_trajectories: list[Trajectory] = []
         self.last_call = -1
-        factory = None if self.requests is not None else env
-        self.host = EpisodeHost(
-            max_concurrent_episodes=max_concurrent_episodes,
-            factory=factory,  # type: ignore[arg-type]
-            name="trl",
-        )
+        factory = None if self.requests is not None else cast(EnvFactory, env)
+        self.host = EpisodeHost(max_concurrent_episodes=max_concurrent_episodes, factory=factory, name="trl")
         self._stops: list[str] | None = None
         self._calls = itertools.count()
         #: this call's episodes whose env judges groups: index -> (its group verifier, the task it played)
@@ -331,8 +327,8 @@ class ToolgymRolloutFunc:
             # a factory: the env it makes
             envs = [(r.id, r.kwargs) for r in self.requests] if self.requests else [("factory", {})]
             for env_id, kwargs in envs:
-                with self.host.pool.lease(env_id, kwargs) as env:
-                    stops += env.unwrapped.parser.stop_sequences  # type: ignore[attr-defined]
+                with self.host.session(env_id, kwargs) as session:
+                    stops += session.inner.parser.stop_sequences
             self._stops = list(dict.fromkeys(stops))
         return self._stops
 
