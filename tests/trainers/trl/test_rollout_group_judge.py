@@ -2,8 +2,6 @@
 verifier judges groups in one request, after the call's episodes; the scripted judge's
 ``reference_overlap``: 10 per criterion when the answer has every word of the reference, else 2."""
 
-from types import SimpleNamespace
-
 import gymnasium as gym
 import pytest
 
@@ -14,25 +12,10 @@ from toolgym.testing.scripted import ScriptedClient, oracle_script, script_texts
 from toolgym.trainers.trl_adapter import make_rollout_func, prompt_dataset
 from toolgym.trainers.trl_adapter.data import key_of_prompt
 
+from .test_rollout import fake_trainer
+
 ENV = "toolgym/Report-v0"
 GROUP = 3
-
-
-def _trainer(tokenizer):
-    return SimpleNamespace(
-        processing_class=tokenizer,
-        model=SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=None)),
-        args=SimpleNamespace(seed=0, generation_kwargs=None),
-        state=SimpleNamespace(global_step=0),
-        max_completion_length=512,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-        min_p=None,
-        repetition_penalty=1.0,
-        use_vllm=False,
-        chat_template_kwargs={},
-    )
 
 
 @pytest.mark.parametrize("group", [True, False])
@@ -57,7 +40,7 @@ def test_each_group_is_judged_in_one_request(group):
             return [reference, partial, parser.format_answer("I do not know.")][sample]
 
         rollout = make_rollout_func(request, client=ScriptedClient(renderer, policy))
-        out = rollout(prompts, _trainer(renderer.tokenizer))
+        out = rollout(prompts, fake_trainer(renderer.tokenizer))
         assert out["env_reward"] == pytest.approx([1.0, 0.2, 0.0] * 2)
         # one request per group of the two answers past the gate, or one per answer without group judging
         assert judge.count == (2 if group else 4)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.rollout.dump import DumpSettings
+from toolgym.rollout.keys import check_env_ids
 from toolgym.trainers.trl_adapter.config import TRLTrainConfig, load_trl_config
 
 #: what the reward table shows, from TRL's logs: (column, log key, format)
@@ -105,12 +106,6 @@ def check_trl_args(names: list[str]) -> None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ValueError(f"trl_args.{name}: not a GRPOConfig field; {hint}(TRL's GRPOConfig lists them)")
-
-
-def check_envs(cfg: TRLTrainConfig) -> None:
-    from toolgym.rollout.keys import check_env_ids
-
-    check_env_ids([env.id for env in cfg.envs])
 
 
 def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
@@ -204,7 +199,7 @@ def train(
     ``name=value`` overrides of its settings (``dry_run``: print the ``GRPOConfig`` it would use)."""
     cfg = apply_overrides(load_trl_config(config), tuple(overrides))
     run_dir = Path(out) if out else Path("runs") / (cfg.experiment or "toolgym")
-    check_envs(cfg)
+    check_env_ids([env.id for env in cfg.envs])  # a misspelt id fails before TRL starts
     if dry_run:
         import yaml
 
