@@ -40,6 +40,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # ToolEnv and make_env wire a parser, tools and a verifier together: they sit above them
     ("envs", ("toolgym.envs", "=toolgym")),
     ("rollout", ("toolgym.rollout",)),
+    # the gateway for agent programs: trainers and the server both run it, so it sits below them
+    ("gateway", ("toolgym.gateway",)),
     (
         "trainers, server, testing, viewer",
         ("toolgym.trainers", "toolgym.server", "toolgym.testing", "toolgym.viewer"),

@@ -12,6 +12,7 @@ SERVICES = {
     "openenv": "toolgym.server.openenv",
     "agent": "toolgym.server.agent",
     "mcp": "toolgym.server.mcp",
+    "gateway": "toolgym.server.gateway",
 }
 
 
