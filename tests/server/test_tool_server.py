@@ -82,6 +82,19 @@ def test_verl_tools_python_fences_run_where_the_format_finds_no_call(client):
     observe(client, ["f", "f2", "f3", "f4"], [""] * 4, finish=[True] * 4)
 
 
+def test_a_fence_closed_mid_line_ends_the_code_there_as_verl_tool_reads_it(client):
+    """verl-tool's python tool ends the code at the first ``` wherever it stands: what follows a closing
+    fence on its line, or a fence closed at the end of a code line, is not code."""
+    actions = [
+        "```python\nprint('x')\n``` and that is the result",
+        "```python\nprint('y')```\nthen more prose with `ticks`",
+    ]
+    body = observe(client, ["m1", "m2"], actions)
+    assert body["observations"] == ["<output>\nx\n</output>", "<output>\ny\n</output>"]
+    assert body["valids"] == [True, True]
+    observe(client, ["m1", "m2"], ["", ""], finish=[True, True])
+
+
 def test_fences_can_be_turned_off():
     app = create_app(ToolServerConfig(tools=TOOLS, code_fences=False), sandbox=shared_sandbox())
     with TestClient(app) as c:

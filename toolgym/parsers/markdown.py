@@ -10,12 +10,17 @@ As in the xml format, the first element decides: an ``<answer>…</answer>`` bef
 answer, and call blocks before the first ``<answer>`` are the calls. A turn with no call block is the final
 answer: the ``<answer>`` content if there is one, else the whole text. An unclosed block at the end counts as
 closed.
+
+``close_anywhere=True`` reads fences as verl-tool's python tool does (``serve tools``' compatibility mode):
+a block ends at the first ```` ``` ```` after its opening line wherever it stands, also mid-line
+(```` print('x')``` ````), instead of at the next bare fence line.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from toolgym.core.types import ParsedAction, ToolCall, ToolResult
 from toolgym.parsers.base import ActionParser, register_parser
@@ -32,6 +37,10 @@ class MarkdownParser(ActionParser):
     name = "markdown"
     observation_role = "user"
 
+    def __init__(self, tools: Sequence[Any], *, close_anywhere: bool = False, **kwargs: Any):
+        super().__init__(tools, **kwargs)
+        self.close_anywhere = close_anywhere
+
     @property
     def code_tool(self) -> str | None:
         """The tool ```python blocks call: the one named ``python`` if bound, else the primary tool."""
@@ -44,7 +53,7 @@ class MarkdownParser(ActionParser):
     def _parse(self, text: str) -> ParsedAction:
         calls: list[ToolCall] = []
         pos = 0
-        for start, end, info, body in _blocks(text):
+        for start, end, info, body in _blocks(text, self.close_anywhere):
             answer = _answer_between(text, pos, start)
             if answer is not None:
                 return ParsedAction.calls(*calls) if calls else ParsedAction.final(answer)
@@ -101,9 +110,13 @@ class MarkdownParser(ActionParser):
         )
 
 
-def _blocks(text: str) -> Iterator[tuple[int, int, str, str]]:
-    """(start, end, info string, body) of each fenced block. A block closes at the next bare ``` line; an
-    unclosed one runs to the end. Openings and closings come from one pass over the fence lines."""
+def _blocks(text: str, close_anywhere: bool = False) -> Iterator[tuple[int, int, str, str]]:
+    """(start, end, info string, body) of each fenced block. A block closes at the next bare ``` line (with
+    ``close_anywhere``, at the next ``` anywhere); an unclosed one runs to the end. Openings and closings
+    come from one pass over the text."""
+    if close_anywhere:
+        yield from _blocks_closed_anywhere(text)
+        return
     fences = _FENCE.finditer(text)
     for opening in fences:
         body_start = opening.end()  # keeps the newline, so trim_body keeps the first line's indentation
@@ -119,6 +132,18 @@ def _blocks(text: str) -> Iterator[tuple[int, int, str, str]]:
         else:
             yield opening.start(), len(text), opening.group(1).strip(), text[body_start:]
             return
+
+
+def _blocks_closed_anywhere(text: str) -> Iterator[tuple[int, int, str, str]]:
+    pos = 0
+    while (opening := _FENCE.search(text, pos)) is not None:
+        body_start = opening.end()
+        close = text.find("```", body_start)
+        if close == -1:
+            yield opening.start(), len(text), opening.group(1).strip(), text[body_start:]
+            return
+        pos = close + 3
+        yield opening.start(), pos, opening.group(1).strip(), text[body_start:close]
 
 
 def _answer_between(text: str, lo: int, hi: int) -> str | None:

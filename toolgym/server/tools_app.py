@@ -81,9 +81,12 @@ class ToolRuntime:
             max_action_chars=config.max_action_chars,
             **config.parser_options,
         )
-        #: verl-tool's python tool reads ```python fences where it finds no <python> tag; so does this server
+        #: verl-tool's python tool reads ```python fences where it finds no <python> tag, its code ending at
+        #: the first ``` wherever it stands; so does this server
         fences = config.code_fences and "python" in self.templates and config.action_format != "markdown"
-        self.fence_parser = make_parser("markdown", [self.templates["python"]]) if fences else None
+        self.fence_parser = (
+            make_parser("markdown", [self.templates["python"]], close_anywhere=True) if fences else None
+        )
         self.sessions = ToolSessions(
             {name: factories[name] for name in stateful},
             {name: tool for name, tool in self.templates.items() if name not in stateful},
