@@ -3,8 +3,8 @@ is the uninterrupted run's step 3: the same rows, the same episodes, the same up
 
 Three real ``toolgym train`` runs (``toolgym.testing.verl.train_with_agent_loop``, greedy) of the tiny
 model on a CPU (``examples/verl/tiny-cpu.yaml`` with 3 steps and a checkpoint after every step): one
-uninterrupted; one killed (its whole process session) as soon as
-its step-2 checkpoint is on disk; and that one again, the same command in the same run dir, which verl's
+uninterrupted; one killed (its whole process session) as soon as its step-2 checkpoint is on disk and
+step 2's metrics are in its log; and that one again, the same command in the same run dir, which verl's
 ``resume_mode: auto`` resumes from the newest checkpoint (actor, optimizer, dataloader position). Sampling
 is greedy and every row pins its env, task and seed, so with the same weights the episodes are the same
 tokens: step 3's rollouts must be identical and its losses equal up to float noise. A resume that reloaded
@@ -54,8 +54,10 @@ def _command(config: Path, out: Path) -> list[str]:
 
 
 def _run(command: list[str], stop_after_checkpoint: int | None = None, out: Path | None = None) -> str:
-    """Run ``toolgym train``; with ``stop_after_checkpoint``, kill its session once that step's checkpoint is
-    recorded (verl writes ``latest_checkpointed_iteration.txt`` after the checkpoint)."""
+    """Run ``toolgym train``; with ``stop_after_checkpoint``, kill its session once that step is over: its
+    checkpoint recorded (verl writes ``latest_checkpointed_iteration.txt`` after the checkpoint) *and* its
+    metrics printed. verl saves before it logs the step, so stopping at the checkpoint alone raced verl's
+    own output on a loaded machine (the step's metrics were not yet in the log)."""
     log_path = Path(command[command.index("--out") + 1]) / f"train-{time.monotonic_ns()}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
@@ -67,7 +69,10 @@ def _run(command: list[str], stop_after_checkpoint: int | None = None, out: Path
                 if time.monotonic() > deadline:
                     pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s: {log_path}")
                 recorded = tracker.read_text().strip() if tracker and tracker.exists() else None
-                if recorded == str(stop_after_checkpoint):
+                step_over = recorded == str(stop_after_checkpoint) and (
+                    stop_after_checkpoint in step_metrics(log_path.read_text())
+                )
+                if step_over:
                     break
                 time.sleep(1)
         finally:
