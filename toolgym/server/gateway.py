@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from toolgym.gateway.app import create_app
 from toolgym.gateway.core import GatewayConfig
-from toolgym.util.kwargs import positive_int
+from toolgym.util.kwargs import positive_float, positive_int
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -37,7 +37,10 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-sessions", type=positive_int, default=1024, help="sessions open at once (1024)")
     p.add_argument(
-        "--idle-timeout", type=float, default=600.0, help="seconds before an unused session expires (600)"
+        "--idle-timeout",
+        type=positive_float,
+        default=600.0,
+        help="seconds before an unused session expires (600)",
     )
     p.add_argument("--tool-format", default="hermes", help="the action format read for tool calls (hermes)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -48,8 +51,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> GatewayConfig:
-    if args.idle_timeout <= 0:
-        raise ValueError(f"--idle-timeout must be positive, got {args.idle_timeout}")
     return GatewayConfig(
         model=args.model,
         servers=args.server,
