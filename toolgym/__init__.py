@@ -7,25 +7,64 @@
     env = gym.make("toolgym/Calculator-v0")
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from toolgym import envs as _builtin_envs  # noqa: F401 - registers the built-in envs
-from toolgym.core.registry import ENVS, load_plugins, register_env
-from toolgym.core.task import ListSource, ProceduralSource, Task, TaskSource
-from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Verdict
-from toolgym.envs.base import ToolEnv
-from toolgym.envs.compose import make_env
-from toolgym.envs.task_files import FieldMap, load_tasks
-from toolgym.parsers import make_parser, register_parser
-from toolgym.rewards.base import Verifier
-from toolgym.tools.base import TOOLS, Tool, make_tool, register_tool
-from toolgym.tools.function import tool
+import importlib
+from typing import Any
 
-try:
-    __version__ = version("toolgym")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0+unknown"
+from toolgym.core.registry import ENVS, load_plugins, register_env, register_lazily
+from toolgym.envs import BUILTIN_ENVS
 
+#: the public names, and the module each comes from: imported on first use (PEP 562), so that ``import
+#: toolgym`` costs little more than ``import gymnasium`` (tests/test_first_command.py)
+_LAZY = {
+    "ListSource": "toolgym.core.task",
+    "ProceduralSource": "toolgym.core.task",
+    "Task": "toolgym.core.task",
+    "TaskSource": "toolgym.core.task",
+    "ParsedAction": "toolgym.core.types",
+    "ToolCall": "toolgym.core.types",
+    "ToolResult": "toolgym.core.types",
+    "Trajectory": "toolgym.core.types",
+    "Verdict": "toolgym.core.types",
+    "ToolEnv": "toolgym.envs.base",
+    "make_env": "toolgym.envs.compose",
+    "FieldMap": "toolgym.envs.task_files",
+    "load_tasks": "toolgym.envs.task_files",
+    "make_parser": "toolgym.parsers",
+    "register_parser": "toolgym.parsers",
+    "Verifier": "toolgym.rewards.base",
+    "TOOLS": "toolgym.tools.base",
+    "Tool": "toolgym.tools.base",
+    "make_tool": "toolgym.tools.base",
+    "register_tool": "toolgym.tools.base",
+    "tool": "toolgym.tools.function",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("toolgym")
+        except PackageNotFoundError:  # running from a source tree without installing
+            value = "0+unknown"
+    elif name in _LAZY:
+        if name in ("TOOLS", "Tool", "make_tool", "register_tool"):
+            importlib.import_module("toolgym.tools")  # the built-in tools register themselves
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'toolgym' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "__version__"})
+
+
+register_lazily(BUILTIN_ENVS)
 load_plugins()
 
 __all__ = [

@@ -60,3 +60,17 @@ def test_the_readme_one_liner_works_in_a_fresh_interpreter():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "?" in out.stdout
+
+
+def test_each_lazy_entry_point_is_the_factory_its_module_registers():
+    """``toolgym.envs.BUILTIN_ENVS`` registers the built-ins with Gymnasium by name (no import); each name
+    must be the factory the env's module registers under that id, with no defaults Gymnasium would miss."""
+    from toolgym.core.registry import ENVS
+    from toolgym.envs import BUILTIN_ENVS
+
+    builtin = {env_id for env_id in ENVS if env_id.startswith("toolgym/")}
+    assert builtin == set(BUILTIN_ENVS)
+    for env_id, entry_point in BUILTIN_ENVS.items():
+        spec = ENVS[env_id]
+        assert f"{spec.factory.__module__}:{spec.factory.__qualname__}" == entry_point
+        assert gym.spec(env_id).entry_point == entry_point and spec.kwargs == {}

@@ -13,19 +13,21 @@ and in ``PLUGIN_ERRORS`` (``toolgym doctor`` shows it), never silently skipped.
 
 from __future__ import annotations
 
+import importlib
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import gymnasium as gym
 
-from toolgym.core.task import Task
-from toolgym.core.types import ToolCall
+if TYPE_CHECKING:
+    from toolgym.core.task import Task
+    from toolgym.core.types import ToolCall
 
 #: A scripted correct solution: the tool calls to make, then the final answer text.
-Oracle = Callable[[Task], Sequence[ToolCall | str]]
+Oracle = Callable[["Task"], Sequence["ToolCall | str"]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,66 @@ class EnvSpec:
     wrong: Oracle | None = None
 
 
-ENVS: dict[str, EnvSpec] = {}
+class _Catalogue(dict[str, EnvSpec]):
+    """``ENVS``: every registered env's spec. The built-in envs are registered with Gymnasium lazily
+    (``toolgym.envs``), so their specs are recorded when their modules are imported: every read of the
+    catalogue imports the built-in modules first (once), so it always lists them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._complete = False
+        self._lock = threading.RLock()
+
+    def _load(self) -> None:
+        if self._complete:
+            return
+        with self._lock:
+            if self._complete:
+                return
+            from toolgym.envs import builtin_modules
+
+            for module in builtin_modules():
+                importlib.import_module(module)
+            self._complete = True
+
+    def __getitem__(self, key: str) -> EnvSpec:
+        self._load()
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._load()
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._load()
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self._load()
+        return super().__iter__()
+
+    def __len__(self) -> int:
+        self._load()
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self._load()
+        return super().keys()
+
+    def values(self) -> Any:
+        self._load()
+        return super().values()
+
+    def items(self) -> Any:
+        self._load()
+        return super().items()
+
+    def recorded(self) -> Mapping[str, EnvSpec]:
+        """What is recorded so far, without importing anything (``register_env``'s own check)."""
+        return dict(super().items())
+
+
+ENVS: _Catalogue = _Catalogue()
 PLUGIN_GROUPS = ("toolgym.tools", "toolgym.envs")
 PLUGIN_ERRORS: dict[str, str] = {}
 LOADED_PLUGINS: list[str] = []
@@ -70,7 +131,7 @@ def register_env(
         raise ValueError(f"env ids need a namespace, like 'toolgym/{env_id}' or 'mypkg/{env_id}'")
 
     def decorator(factory: _F) -> _F:
-        existing = ENVS.get(env_id)
+        existing = ENVS.recorded().get(env_id)
         if existing is not None and _qualname(existing.factory) != _qualname(factory):
             raise ValueError(f"env {env_id!r} is already registered by {_qualname(existing.factory)}")
         ENVS[env_id] = EnvSpec(
@@ -83,8 +144,18 @@ def register_env(
     return decorator
 
 
+def register_lazily(envs: Mapping[str, str]) -> None:
+    """Register ``env id -> "module:factory"`` with Gymnasium without importing the modules (the first
+    ``gym.make`` does; the module's ``@register_env`` then records the catalogue entry)."""
+    for env_id, entry_point in envs.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=entry_point)
+
+
 def load_plugins() -> None:
     """Import every entry point in toolgym's groups (each once)."""
+    from importlib.metadata import entry_points
+
     for group in PLUGIN_GROUPS:
         for ep in entry_points(group=group):
             key = f"{group}:{ep.name}"

@@ -1,5 +1,33 @@
-"""The built-in envs. Importing this package registers each of them (``toolgym/<Name>-v0``)."""
+"""The built-in envs, registered with Gymnasium by name without importing them.
 
-from toolgym.envs import calculator, math, python_code, reasoning_gym, report, search, sql, swe, terminal
+``import toolgym`` must be quick (it is the first command a user runs, and every worker's): the env modules
+import their tools, verifiers and task sources (pydantic, the sandbox, pyarrow, the procedural worlds), so
+each built-in is registered here with a string entry point, and its module is imported by the first
+``gym.make`` of one of its ids (whose ``@register_env`` then records the env's catalogue entry: tools, task
+source, oracle). ``toolgym.ENVS`` imports them all on first read. ``tests/envs/test_registered_envs.py``
+checks that each entry point below is the factory its module registers under that id.
+"""
 
-__all__ = ["calculator", "math", "python_code", "reasoning_gym", "report", "search", "sql", "swe", "terminal"]
+from __future__ import annotations
+
+#: env id -> the ``module:factory`` that makes it
+BUILTIN_ENVS: dict[str, str] = {
+    "toolgym/Calculator-v0": "toolgym.envs.calculator:make_calculator_env",
+    "toolgym/Math-v0": "toolgym.envs.math:make_math_env",
+    "toolgym/PythonCode-v0": "toolgym.envs.python_code:make_python_code_env",
+    "toolgym/ReasoningGym-v0": "toolgym.envs.reasoning_gym:make_reasoning_gym_env",
+    "toolgym/Report-v0": "toolgym.envs.report:make_report_v0",
+    "toolgym/Search-v0": "toolgym.envs.search:make_search_v0",
+    "toolgym/SearchMultiHop-v0": "toolgym.envs.search:make_search_multihop_v0",
+    "toolgym/SQL-v0": "toolgym.envs.sql:make_sql_env",
+    "toolgym/SWE-v0": "toolgym.envs.swe:make_swe_env",
+    "toolgym/Terminal-v0": "toolgym.envs.terminal:make_terminal_env",
+}
+
+
+def builtin_modules() -> list[str]:
+    """The modules that define the built-in envs (importing one records its envs in ``toolgym.ENVS``)."""
+    return sorted({entry.partition(":")[0] for entry in BUILTIN_ENVS.values()})
+
+
+__all__ = ["BUILTIN_ENVS", "builtin_modules"]

@@ -30,8 +30,6 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from toolgym.core.errors import UnknownNameError
 from toolgym.core.task import RowSource, Task
 from toolgym.envs.task_files import FieldMap, LazyFileSource, is_verl_layout, read_task_file, verl_file_source
@@ -260,6 +258,8 @@ def _missing_math_file(path: Path) -> str:
 
 def _columns(path: Path) -> list[str]:
     if path.suffix == ".parquet":
+        import pyarrow.parquet as pq  # only for Parquet files: not on every `import` of the env
+
         return list(pq.read_schema(path).names)
     if path.suffix not in (".jsonl", ".json"):
         raise ValueError(f"math tasks are read from .jsonl or .parquet files, got {path.name!r}")

@@ -38,21 +38,41 @@ def load_tokenizer(model: str) -> Any:
 
 
 def make_renderer(model: str, **kwargs: Any) -> ChatRenderer:
-    """A renderer whose end-of-turn ids include every EOS id of the model's generation config."""
+    """A renderer whose end-of-turn ids include every EOS id of the model's generation config.
+
+    ``tiny`` renders with the tiny model's own tokenizer reader (``tokenizers`` and jinja2, no transformers
+    or torch: ``toolgym.tiny_model.tokenizer``), so the first command, the docs and the tests that only
+    render start at once; any other model loads its Hugging Face tokenizer."""
     path = resolve_model(model)
-    renderer = ChatRenderer(load_tokenizer(path), **kwargs)
+    if model == "tiny":
+        from toolgym.tiny_model.tokenizer import TinyTokenizer
+
+        tokenizer: Any = TinyTokenizer(path)
+    else:
+        tokenizer = load_tokenizer(path)
+    renderer = ChatRenderer(tokenizer, **kwargs)
     renderer.eos_ids |= generation_eos_ids(path)
     return renderer
 
 
 def generation_eos_ids(model: str) -> set[int]:
-    """The EOS ids in the model's ``generation_config.json`` (models often end turns with more than one)."""
-    try:
-        from transformers import GenerationConfig
+    """The EOS ids in the model's ``generation_config.json`` (models often end turns with more than one):
+    read as JSON from a local model directory, through transformers for a hub id."""
+    path = resolve_model(model)
+    local = Path(path) / "generation_config.json"
+    if local.is_file():
+        import json
 
-        eos = GenerationConfig.from_pretrained(resolve_model(model)).eos_token_id
-    except OSError:  # no generation config
+        eos = json.loads(local.read_text()).get("eos_token_id")
+    elif Path(path).is_dir():  # a local model without a generation config
         return set()
+    else:
+        try:
+            from transformers import GenerationConfig
+
+            eos = GenerationConfig.from_pretrained(path).eos_token_id
+        except OSError:  # no generation config
+            return set()
     return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
 
