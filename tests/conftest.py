@@ -40,6 +40,9 @@ EXTRA_OF_MODULE = {
     "mkdocs": "docs",
     "openenv": "openenv",
     "skyrl_gym": "skyrl",
+    "smolagents": "agents",
+    "minisweagent": "agents",
+    "litellm": "agents",
     "verifiers": "verifiers",
     "e2b_code_interpreter": "e2b",
 }

@@ -145,7 +145,7 @@ def test_the_lock_pins_what_is_installed_here():
 def test_every_dependency_named_in_pyproject_is_locked():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     locked_extras = {"dev", "test", "cpu", "verl", "trl", "ray", "docs", "openenv", "openenv-runtime", "mcp"}
-    locked_extras |= {"skyrl", "verifiers"}
+    locked_extras |= {"skyrl", "verifiers", "agents"}
     requirements = list(project["dependencies"])
     for extra in locked_extras:
         requirements += project["optional-dependencies"][extra]
