@@ -68,7 +68,8 @@ def create_app(
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_request: Request, exc: GatewayError) -> JSONResponse:
-        return error(exc.status, exc.message, **exc.headers)
+        kind = "rate_limit_error" if exc.status == 429 else "invalid_request_error"
+        return error(exc.status, exc.message, kind, **exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -268,8 +269,8 @@ async def _chunks(core: GatewayCore, name: str, request: ChatRequest, done: Comp
     yield final
     if (request.stream_options or {}).get("include_usage"):
         yield f"data: {json.dumps({**base, 'choices': [], 'usage': _usage(done)})}\n\n"
+    done.call.delivered = True  # the reply's last chunk went out (the generator resumes once it is sent)
     yield "data: [DONE]\n\n"
-    done.call.delivered = True
 
 
 async def _reap(core: GatewayCore) -> None:

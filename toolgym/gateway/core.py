@@ -186,7 +186,7 @@ class GatewayCore:
             raise GatewayError(429, "every session place is taken; retry later", **{"Retry-After": "1"})
         try:
             env_session = await self.host.call(self.host.session, env_id, body.env_kwargs)
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:  # kwargs the env does not take, or values it refuses
             raise GatewayError(422, str(exc)) from None
         options: dict[str, Any] | None = None
         if body.task is not None:

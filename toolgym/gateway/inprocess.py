@@ -17,6 +17,11 @@ from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
 from toolgym.rollout.host import EpisodeHost
 
+#: seconds an idle keep-alive connection stays open (uvicorn's default is 5): an agent's connection idles
+#: while its tools run and while other sessions' calls are served, and a client that reuses it just as the
+#: server closes it gets a connection error (under load, 256 sessions on two cores, every few runs)
+KEEP_ALIVE_S = 120
+
 
 class Gateway:
     """``async with Gateway(config, client=..., renderer=...) as gateway:`` — ``gateway.url`` serves the
@@ -52,7 +57,13 @@ class Gateway:
         import uvicorn
 
         config = uvicorn.Config(
-            self.app, host=self.bind, port=self.port, log_level="warning", lifespan="on", backlog=4096
+            self.app,
+            host=self.bind,
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            backlog=4096,
+            timeout_keep_alive=KEEP_ALIVE_S,
         )
         server = uvicorn.Server(config)
         self._task = asyncio.create_task(server.serve())

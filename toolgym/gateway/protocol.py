@@ -94,7 +94,7 @@ class OpenSession(BaseModel):
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     #: pins the env's task by id; else ``seed`` draws one (and seeds ``env.reset``)
     task_id: str | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0)
     #: choose the id (letters, digits, ``-_.:``); default a new uuid
     session_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
     metadata: dict[str, Any] = Field(default_factory=dict)

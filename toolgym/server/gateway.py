@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from toolgym.gateway.app import create_app
 from toolgym.gateway.core import GatewayConfig
+from toolgym.gateway.inprocess import KEEP_ALIVE_S
 from toolgym.util.kwargs import positive_float, positive_int
 
 
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"toolgym gateway: POST http://{args.host}:{args.port}/sessions, then "
         f"/sessions/{{id}}/v1/chat/completions (model {config.name!r})"
     )
-    return serve_app(create_app(config), args, banner, backlog=4096)
+    return serve_app(create_app(config), args, banner, backlog=4096, timeout_keep_alive=KEEP_ALIVE_S)
 
 
 if __name__ == "__main__":
