@@ -53,6 +53,8 @@ class _Catalogue(dict[str, EnvSpec]):
         super().__init__()
         self._complete = False
         self._lock = threading.RLock()
+        #: the modules of envs registered by name (``register_lazily``), imported on the first read
+        self.lazy_modules: set[str] = set()
 
     def _load(self) -> None:
         if self._complete:
@@ -60,9 +62,7 @@ class _Catalogue(dict[str, EnvSpec]):
         with self._lock:
             if self._complete:
                 return
-            from toolgym.envs import builtin_modules
-
-            for module in builtin_modules():
+            for module in sorted(self.lazy_modules):
                 importlib.import_module(module)
             self._complete = True
 
@@ -150,6 +150,9 @@ def register_lazily(envs: Mapping[str, str]) -> None:
     for env_id, entry_point in envs.items():
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point)
+        with ENVS._lock:
+            ENVS.lazy_modules.add(entry_point.partition(":")[0])
+            ENVS._complete = False
 
 
 def load_plugins() -> None:

@@ -4,7 +4,7 @@
 import their tools, verifiers and task sources (pydantic, the sandbox, pyarrow, the procedural worlds), so
 each built-in is registered here with a string entry point, and its module is imported by the first
 ``gym.make`` of one of its ids (whose ``@register_env`` then records the env's catalogue entry: tools, task
-source, oracle). ``toolgym.ENVS`` imports them all on first read. ``tests/envs/test_registered_envs.py``
+source, oracle). ``toolgym.ENVS`` imports them all on its first read. ``tests/envs/test_registered_envs.py``
 checks that each entry point below is the factory its module registers under that id.
 """
 
@@ -25,9 +25,4 @@ BUILTIN_ENVS: dict[str, str] = {
 }
 
 
-def builtin_modules() -> list[str]:
-    """The modules that define the built-in envs (importing one records its envs in ``toolgym.ENVS``)."""
-    return sorted({entry.partition(":")[0] for entry in BUILTIN_ENVS.values()})
-
-
-__all__ = ["BUILTIN_ENVS", "builtin_modules"]
+__all__ = ["BUILTIN_ENVS"]
