@@ -172,6 +172,9 @@ def test_calculator_tool_use_through_the_sdk_is_recorded_and_judged_by_the_env(s
     # the env's calculator ran each step; its results reached the model as masked tokens
     assert len(outputs) == len(steps) and len(record["tool_runs"]) == len(steps)
     assert [r["arguments"] for r in record["tool_runs"]] == [s.arguments for s in steps]
+    # the env tools the gateway ran join the replies' turns, so the trajectory counts them as a runner's does
+    ran = [r for turn in record["turns"] for r in turn["tool_results"]]
+    assert [r["name"] for r in ran] == ["calculator"] * len(steps) and all(r["status"] == "ok" for r in ran)
     observed = served.renderer.decode(masked(record, 0))
     assert all(out.strip() and out in observed for out in outputs)
     assert messages[-1]["content"] == f"<answer>{answer}</answer>"

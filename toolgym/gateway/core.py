@@ -330,6 +330,9 @@ class GatewayCore:
                 output = await self.host.call(env.call_tool, name, arguments)
             except RuntimeError as exc:  # the session's env was closed or its episode is over
                 raise GatewayError(409, str(exc)) from None
+            env_traj = env.trajectory
+            if env_traj is not None and env_traj.turns:  # call_tool recorded the call as the env's turn
+                session.record.attach_tool_results(env_traj.turns[-1].tool_results)
             session.tool_calls.append(
                 {"name": name, "arguments": arguments, "seconds": time.perf_counter() - clock}
             )

@@ -89,7 +89,7 @@ class Gateway:
         await self.stop()
 
 
-_PER_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Gateway]] = (
+_PER_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Task[Gateway]]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -98,15 +98,15 @@ async def gateway_for_loop(
     name: str, config: GatewayConfig, *, client: LLMClient, renderer: ChatRenderer, host: EpisodeHost
 ) -> Gateway:
     """The running loop's gateway called ``name`` (started on first use, for the loop's lifetime): what a
-    trainer's agent loop, made once per sample, shares with every sample on its loop."""
+    trainer's agent loop, made once per sample, shares with every sample on its loop. Samples that ask
+    while it is starting wait for the same start (verl starts a whole chunk of samples at once)."""
     loop = asyncio.get_running_loop()
-    gateways = _PER_LOOP.setdefault(loop, {})
-    gateway = gateways.get(name)
-    if gateway is None:
+    starts = _PER_LOOP.setdefault(loop, {})
+    start = starts.get(name)
+    if start is None or (start.done() and start.exception() is not None):  # first use, or a failed start
         gateway = Gateway(config, client=client, renderer=renderer, host=host)
-        gateways[name] = gateway
-        await gateway.start()
-    return gateway
+        start = starts[name] = loop.create_task(gateway.start())
+    return await asyncio.shield(start)
 
 
 __all__ = ["Gateway", "gateway_for_loop"]

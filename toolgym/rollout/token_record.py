@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolgym.core.types import ParsedAction, Trajectory, Turn, Verdict
+from toolgym.core.types import ParsedAction, ToolResult, Trajectory, Turn, Verdict
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import Generation
 
@@ -158,6 +158,15 @@ class TokenRecord:
         )
         segment.calls.append(call)
         return call
+
+    def attach_tool_results(self, results: Sequence[ToolResult]) -> None:
+        """Tool calls the session ran for its last reply (the gateway's env tools) join that reply's turn, so
+        the trajectory counts them (``tool_calls``, ``tool_errors``, ``infra_errors``) as a runner's does."""
+        traj = self.last
+        if traj is None or not traj.turns or not results:
+            return
+        turn = traj.turns[-1]
+        traj.turns[-1] = turn.model_copy(update={"tool_results": (*turn.tool_results, *results)})
 
     def set_verdict(self, verdict: Verdict, stop_reason: str) -> None:
         """The session's verdict goes on its last segment (the one that holds the final answer)."""

@@ -1,5 +1,6 @@
 """What every ``toolgym train`` config shares, whichever trainer reads it: the envs of the mix (``EnvSpec``),
-the loggers, and loading a YAML with errors that say what to fix.
+the loggers, the judge (``JudgeConfig``), the agent program (``AgentConfig``), and loading a YAML with errors
+that say what to fix.
 
 Each trainer's own config (``verl_adapter/config.py``'s ``TrainConfig``, ``trl_adapter/config.py``'s
 ``TRLTrainConfig``) holds the choices particular to it; the YAML reading, the unknown-key hints and the
@@ -14,7 +15,15 @@ import inspect
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Logger = Literal["console", "wandb", "tensorboard"]
 
@@ -113,6 +122,28 @@ class JudgeConfig(BaseModel):
     judge: JudgeSpec | None = None
 
 
+class AgentConfig(BaseModel):
+    """What both trainers' configs take to train a user's agent program: the ``agent:`` key."""
+
+    #: ``module:function`` or ``path/to/file.py:function`` (a relative path is read from the config file's
+    #: folder): an ``async def agent(task, base_url, api_key)`` that plays every row against a gateway on the
+    #: trainer's engine (``toolgym.gateway``), trained on the tokens it recorded; default: the env's own
+    #: episode, played by toolgym's runner
+    agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _loadable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Loaded and checked now (a typo fails before the trainer starts), a file's path made absolute."""
+        if value is None:
+            return None
+        from toolgym.trainers.agent_samples import agent_spec, load_agent_program
+
+        spec = agent_spec(value, (info.context or {}).get("config_dir"))
+        load_agent_program(spec)
+        return spec
+
+
 Config = TypeVar("Config", bound=BaseModel)
 
 
@@ -132,7 +163,7 @@ def load_train_config(path: str | Path, config: type[Config]) -> Config:
         raise ValueError(f"{path} must be a YAML mapping of settings (model: ..., envs: [...], ...)")
     data.setdefault("experiment", path.stem)
     try:
-        return config.model_validate(data)
+        return config.model_validate(data, context={"config_dir": str(path.parent)})
     except ValidationError as exc:
         raise ValueError(f"{path} is not a valid toolgym train config:\n{explain(exc, config)}") from None
 
@@ -163,6 +194,7 @@ def _unknown_key_hint(loc: tuple[Any, ...], config: type[BaseModel]) -> str:
 
 
 __all__ = [
+    "AgentConfig",
     "EnvSpec",
     "JudgeConfig",
     "JudgeSpec",

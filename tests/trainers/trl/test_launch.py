@@ -59,8 +59,9 @@ def test_overrides_set_config_keys_or_grpo_fields(tmp_path, capsys):
             [],
             ["GRPOConfig rejected"],
         ),
+        ("agent: nowhere.py:agent\n", [], ["agent: the agent", "no agent file at"]),
     ],
-    ids=["unknown-key", "grpo-typo", "per-turn-budget", "unknown-env", "trl-check"],
+    ids=["unknown-key", "grpo-typo", "per-turn-budget", "unknown-env", "trl-check", "agent-file"],
 )
 def test_a_bad_config_fails_the_dry_run_with_the_fix(tmp_path, capsys, text, override, expected):
     path = tmp_path / "run.yaml"
@@ -93,6 +94,25 @@ def test_the_cpu_example_trains_from_the_command_line(tmp_path, capsys):
     assert [row[0] for row in table[1:]] == ["1", "2", "3"]
     assert all(0.0 <= float(row[1]) <= 1.0 for row in table[1:])
     assert (out / "final" / "config.json").exists() and "saved the trained model" in captured.err
+
+
+def test_the_agent_key_reaches_the_rollout_function(tmp_path, monkeypatch):
+    """``agent:`` (a path read from the config's folder) is loaded and checked with the config, and the run's
+    rollout function plays it (tests/trainers/trl/test_agent_rollout.py trains one)."""
+    from toolgym.trainers.trl_adapter import launch, rollout
+
+    cfg = load_trl_config(EXAMPLES / "agent-cpu.yaml")
+    assert cfg.agent == f"{EXAMPLES.parent / 'gateway_agent.py'}:agent"
+    made = {}
+
+    def make_rollout_func(envs, **kwargs):
+        made.update(kwargs)
+        raise KeyboardInterrupt  # stop before the trainer loads the model
+
+    monkeypatch.setattr(rollout, "make_rollout_func", make_rollout_func)
+    with pytest.raises(KeyboardInterrupt):
+        launch.build_trainer(cfg, tmp_path / "run")
+    assert made["agent"] == cfg.agent and made["max_tokens_per_turn"] == 32
 
 
 def test_the_judge_key_goes_to_the_envs_that_take_a_judge(tmp_path):

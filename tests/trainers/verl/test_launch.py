@@ -23,6 +23,7 @@ from toolgym.trainers.verl_adapter.cpu import cpu_env
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+MATH = "model: m\nenvs: [{id: toolgym/Math-v0}]\n"
 
 
 def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
@@ -58,7 +59,11 @@ def test_example_composes_against_verls_config(path, tmp_path):
 
     rollout, data = composed.actor_rollout_ref.rollout, composed.data
     assert (rollout.name, rollout.mode) == ("vllm", "async")
-    assert rollout.agent.default_agent_loop == "toolgym"
+    assert (
+        rollout.agent.default_agent_loop
+        == cfg.agent_loop_name
+        == ("toolgym_agent" if cfg.agent else "toolgym")
+    )
     expected_loop = (
         tmp_path / "run" / "agent_loops.yaml" if cfg.agent_loop_kwargs() else agent_loop_config_path()
     )
@@ -212,6 +217,12 @@ def test_hydra_reads_back_every_string_the_launcher_writes():
             "model: m\nenvs: [{id: toolgym/Math-v0}]\ntrain_batch_size: 3\ngroup_size: 1\ngpus_per_node: 2\n",
             ["3 sequences", "do not divide over 2 ranks"],
         ),
+        (f"{MATH}agent: nowhere.py:agent\n", ["agent: ", "no agent file at", "nowhere.py"]),
+        (f"{MATH}agent: json:dumps\n", ["agent: ", "must be `async def"]),
+        (
+            f"{MATH}agent: {EXAMPLES.parent / 'gateway_agent.py'}:agent\ntemplate_tools: false\n",
+            ["template_tools"],
+        ),
     ],
     ids=[
         "typo",
@@ -224,6 +235,9 @@ def test_hydra_reads_back_every_string_the_launcher_writes():
         "not-a-mapping",
         "micro-batch",
         "ranks",
+        "agent-file",
+        "agent-not-async",
+        "agent-without-template-tools",
     ],
 )
 def test_bad_configs_name_the_key_and_the_fix(tmp_path, text, expected):
@@ -286,6 +300,27 @@ def test_a_real_run_exports_the_data_then_runs_verl_and_keeps_its_exit_status(tm
     (ours,) = [e for e in loops if e["name"] == "toolgym"]
     (theirs,) = [e for e in shipped if e["name"] == "toolgym"]
     assert ours == {**theirs, "max_tokens_per_turn": 64, "max_concurrent_episodes": 4}
+
+
+def test_the_agent_key_routes_the_rows_to_the_gateway_loop_with_the_agent(tmp_path, monkeypatch):
+    """``agent:`` (a file next to the config): the rows carry ``agent_name: toolgym_agent``, the run's
+    agent-loop YAML gives that entry the agent (an absolute path: verl's workers run elsewhere) and the
+    config's loop settings, and the runner's entry is left as shipped."""
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd=None, env=None: 0)
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(EXAMPLES / "agent-cpu.yaml"), "--out", str(out)]) == 0
+
+    agent = f"{EXAMPLES.parent / 'gateway_agent.py'}:agent"
+    assert load_train_config(EXAMPLES / "agent-cpu.yaml").agent == agent
+    rows = pq.read_table(out / "train.parquet").to_pylist() + pq.read_table(out / "val.parquet").to_pylist()
+    assert {row["agent_name"] for row in rows} == {"toolgym_agent"}
+    loops = {e["name"]: e for e in yaml.safe_load((out / "agent_loops.yaml").read_text())}
+    shipped = {e["name"]: e for e in yaml.safe_load(Path(agent_loop_config_path()).read_text())}
+    assert loops["toolgym"] == shipped["toolgym"]
+    settings = {"agent": agent, "max_tokens_per_turn": 64, "max_concurrent_episodes": 4}
+    assert loops["toolgym_agent"] == {**shipped["toolgym_agent"], **settings}
+    command = (out / "command.sh").read_text()
+    assert "actor_rollout_ref.rollout.agent.default_agent_loop=toolgym_agent" in command
 
 
 def test_the_documented_config_composes(tmp_path):

@@ -51,6 +51,15 @@ def test_a_mixed_batch_gives_means_totals_and_a_pass_rate_per_env():
     assert got["toolgym/pass_rate/toolgym/SQL-v0"] == 1.0
 
 
+def test_the_segments_of_agent_programs_sessions_are_logged():
+    """Every toolgym loop sends ``segments`` (the runner's episodes: 1); an agent program that rewrote its
+    history had more, of which verl trained on the last."""
+    rows = [_row("toolgym/Math-v0", 1.0, segments=1.0, dropped_segments=0.0) for _ in range(3)]
+    rows.append(_row("toolgym/Math-v0", 0.0, segments=3.0, dropped_segments=2.0))
+    got = metrics.episode_metrics(_batch(rows))
+    assert got["toolgym/segments/mean"] == 1.5 and got["toolgym/dropped_segments/total"] == 2.0
+
+
 def test_rows_from_another_agent_loop_add_nothing():
     assert metrics.episode_metrics({"data_source": np.array(["gsm8k"], dtype=object)}) == {}
     assert metrics.episode_metrics({}) == {}

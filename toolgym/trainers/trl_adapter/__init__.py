@@ -2,7 +2,8 @@
 
 - ``make_rollout_func(env, ...)`` (``rollout.py``, imports TRL only when called): the ``rollout_func`` that
   plays each prompt's episode with the trainer's own policy (its model, or TRL's vLLM backend) and returns
-  the runner's tokens, the observation mask (``env_mask``) and the verifier's reward (``env_reward``).
+  the runner's tokens, the observation mask (``env_mask``) and the verifier's reward (``env_reward``). With
+  ``agent=``, a user's agent program plays each prompt against a gateway on the same engine instead.
 - ``env_reward``: the reward function to pass as ``reward_funcs``.
 - ``prompt_dataset(env, n)`` (``data.py``): the train dataset, one row per episode, each pinning its env,
   task and seed (so a GRPO group plays one task).

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from toolgym.trainers.train_config import (
+    AgentConfig,
     EnvSpec,
     JudgeConfig,
     Logger,
@@ -22,8 +23,9 @@ from toolgym.trainers.train_config import (
 )
 
 
-class TRLTrainConfig(JudgeConfig):
-    """A GRPO run over toolgym envs with TRL's ``GRPOTrainer``; defaults suit one GPU and a ~1.5B model."""
+class TRLTrainConfig(JudgeConfig, AgentConfig):
+    """A GRPO run over toolgym envs with TRL's ``GRPOTrainer``; defaults suit one GPU and a ~1.5B model. With
+    ``agent:`` a user's agent program plays the rows (``make_rollout_func(agent=...)``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     unknown_key_hint: ClassVar[str] = " (any other GRPOConfig field goes in trl_args: {name: value})"

@@ -1,7 +1,8 @@
 """``toolgym train --trainer trl``: a :class:`TRLTrainConfig` YAML becomes a GRPO run with TRL, in-process.
 
 The run: the train dataset from the envs' task sources (``prompt_dataset``), toolgym's rollout function on
-the shared episode runner (``make_rollout_func``), ``env_reward`` as the reward, and TRL's ``GRPOTrainer``
+the shared episode runner (``make_rollout_func``; with ``agent:``, the user's agent program plays each row
+against a gateway instead), ``env_reward`` as the reward, and TRL's ``GRPOTrainer``
 with the ``GRPOConfig`` derived here (``trl_args`` and ``-- name=value`` overrides win). Each logged step
 prints a row of the reward table (reward, success, turns, tool calls, tokens). ``--dry-run`` prints the
 ``GRPOConfig`` settings after TRL has accepted them, and writes nothing.
@@ -146,6 +147,7 @@ def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | Non
         max_prompt_tokens=cfg.max_prompt_length,
         max_concurrent_episodes=cfg.max_concurrent_episodes,
         dump=episode_dump(cfg, run_dir),
+        agent=cfg.agent,
     )
     model = resolve_model(cfg.model)
     trainer = GRPOTrainer(

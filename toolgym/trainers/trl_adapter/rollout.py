@@ -29,12 +29,23 @@ nothing.
 Keep ``mask_truncated_completions=False`` (TRL's default): TRL counts a completion that does not end in EOS as
 truncated, and multi-turn episodes routinely end on a stop string such as ``</answer>``.
 
+With ``agent=`` (``async def agent(task, base_url, api_key) -> answer``, ``toolgym.gateway``), a user's agent
+program plays each prompt's task instead of the runner: the call starts a gateway in front of the same
+generation backend, runs the agents against it, and returns the tokens the gateway recorded, under the same
+budgets and with the trainer's sampling settings (``toolgym.trainers.agent_samples``). TRL takes one
+sequence per sample: an agent that rewrote its history is trained on its session's last segment (the one
+with the final answer and the verdict); the earlier ones are dropped and counted (``env_segments``, logged as
+``toolgym/segments`` and ``toolgym/dropped_segments``). An agent that fails, or runs past the budget (its call
+is refused), gives an untrainable sample. With TRL's vLLM backend a round has one set of stop strings, so an
+agent's own ``stop`` is not applied there (turns end at EOS or the per-turn cap).
+
 TRL's other multi-turn path, ``environment_factory`` (``environment.py``), lets TRL drive the turns itself
 in the chat template's tool-call format; this one plays the env's own episode (its action format,
 invalid-action feedback, turn and token budgets) with token-exact masks. docs/training.md compares them.
 
-One file of some 470 lines: the rollout function, its two generation backends and the TRL-shaped outputs and
-reward function are one contract with TRL (the keys it reads, the lengths it does not check), kept together.
+One file of some 530 lines: the rollout function, its two generation backends, the agent programs' gateway
+and the TRL-shaped outputs and reward function are one contract with TRL (the keys it reads, the lengths it
+does not check), kept together.
 """
 
 from __future__ import annotations
@@ -45,7 +56,7 @@ import warnings
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -59,7 +70,11 @@ from toolgym.rollout.group_judge import GroupVerifier, judge_group, play_for_gro
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
 from toolgym.rollout.keys import EnvFactory, EnvSource, EpisodeKey, check_env_ids, env_requests
 from toolgym.rollout.samples import filler_token_id, sampling_from, trainer_sample
+from toolgym.trainers.agent_samples import SessionClients, load_agent_program, play_sample
 from toolgym.trainers.trl_adapter.data import key_of_prompt
+
+if TYPE_CHECKING:
+    from toolgym.gateway.agents import AgentFn
 
 
 class ToolgymRolloutFunc:
@@ -83,6 +98,9 @@ class ToolgymRolloutFunc:
             (``Trajectory.trainable_for``); False trains on it with the reward it got.
         dump: write a sample of the episodes every ``dump.every`` steps to ``dump.directory`` (with their
             tokens, mask, reward, verdict; ``toolgym view DIR`` opens it); each process writes its own file.
+        agent: a user's agent program plays each prompt's task instead of the runner: an
+            ``async def agent(task, base_url, api_key) -> answer``, or its ``module:function`` /
+            ``path/to/file.py:function`` (see the module docstring).
 
     ``last_trajectories`` holds the trajectories of the latest call (for logging, debugging and tests) and
     ``last_call`` its number (episode ``i`` of call ``c`` sends its turns as session ``trl-<c>-<i>``).
@@ -100,6 +118,7 @@ class ToolgymRolloutFunc:
         client: LLMClient | None = None,
         exclude_infra_errors: bool = True,
         dump: DumpSettings | None = None,
+        agent: str | AgentFn | None = None,
     ):
         for name, value in (
             ("max_response_tokens", max_response_tokens),
@@ -118,6 +137,10 @@ class ToolgymRolloutFunc:
         self.client = client
         self.exclude_infra_errors = exclude_infra_errors
         self.dump = EpisodeDump(dump, trainer="trl") if dump is not None else None
+        self.agent = load_agent_program(agent) if agent is not None else None
+        #: this call's gateway (agent programs only) and the segments of each sample's session
+        self._gateway: Any = None
+        self._segments: dict[int, int] = {}
         self.last_trajectories: list[Trajectory] = []
         self.last_call = -1
         factory = None if self.requests is not None else cast(EnvFactory, env)
@@ -137,7 +160,8 @@ class ToolgymRolloutFunc:
         renderer = self._renderer(trainer)
         if self.client is not None:
             seeds = self._seeds(trainer, call, len(keys))
-            trajs = _run(self._gather(self._episodes(self.client, keys, config, renderer, seeds, call)))
+            episodes = self._episodes(self.client, keys, config, renderer, seeds, call)
+            trajs = _run(self._in_gateway(self._gather(episodes), renderer, config))
         elif getattr(trainer, "use_vllm", False):
             trajs = self._with_vllm(trainer, keys, config, renderer, call)
         else:
@@ -153,6 +177,7 @@ class ToolgymRolloutFunc:
             filler_id=filler_token_id(renderer.tokenizer),
             max_prompt_tokens=config.max_prompt_tokens,
             exclude_infra_errors=self.exclude_infra_errors,
+            segments=[self._segments.get(i, 1) for i in range(len(trajs))],
         )
 
     def close(self) -> None:
@@ -183,9 +208,8 @@ class ToolgymRolloutFunc:
                 stack.enter_context(dist.summon_full_params(trainer.model_wrapped, recurse=False))
             client = HFClient.from_model(model, renderer.tokenizer, max_batch=min(len(keys), 64))
             seeds = self._seeds(trainer, call, len(keys))
-            return _run(
-                self._gather(self._episodes(client, keys, config, renderer, seeds, call), close=client)
-            )
+            episodes = self._episodes(client, keys, config, renderer, seeds, call)
+            return _run(self._in_gateway(self._gather(episodes, close=client), renderer, config))
 
     def _with_vllm(
         self, trainer: Any, keys: list[EpisodeKey], config: RolloutConfig, renderer: ChatRenderer, call: int
@@ -196,10 +220,9 @@ class ToolgymRolloutFunc:
 
         generation = trainer.vllm_generation
         collective = trainer.vllm_mode == "server" or getattr(generation, "tensor_parallel_size", 1) > 1
+        stop = self._stop_strings(keys) if self.agent is None else []  # agents: turns end at EOS
         client = LockstepClient(
-            trl_batch_generate(
-                generation, max_tokens=config.max_tokens_per_turn, stop=self._stop_strings(keys)
-            ),
+            trl_batch_generate(generation, max_tokens=config.max_tokens_per_turn, stop=stop),
             exchange=accelerate_exchange(trainer.accelerator) if collective else None,
             filler_id=filler_token_id(renderer.tokenizer),
         )
@@ -208,7 +231,7 @@ class ToolgymRolloutFunc:
             episodes = self._episodes(client, keys, config, renderer, [None] * len(keys), call)
             return await client.drive(episodes)
 
-        return _run(play())
+        return _run(self._in_gateway(play(), renderer, config))
 
     # -- episodes --------------------------------------------------------------------------------------------
 
@@ -233,6 +256,9 @@ class ToolgymRolloutFunc:
         call: int,
     ) -> list[Coroutine[Any, Any, Trajectory]]:
         self._group_judges.clear()
+        self._segments.clear()
+        if self.agent is not None:
+            return [self._agent_episode(i, key, client, config) for i, key in enumerate(keys)]
         grouped = {i for run in _runs(keys) if len(run) > 1 for i in run}
 
         async def one(i: int, key: EpisodeKey) -> Trajectory:
@@ -251,6 +277,43 @@ class ToolgymRolloutFunc:
             return traj.model_copy(update={"sample": i})
 
         return [one(i, key) for i, key in enumerate(keys)]
+
+    async def _in_gateway(
+        self,
+        episodes: Coroutine[Any, Any, list[Trajectory]],
+        renderer: ChatRenderer,
+        config: RolloutConfig,
+    ) -> list[Trajectory]:
+        """``episodes``; for agent programs, with this call's gateway serving on the loop meanwhile (over
+        the call's backend, per sample: ``SessionClients``)."""
+        if self.agent is None:
+            return await episodes
+        from toolgym.gateway import Gateway, GatewayConfig
+
+        prompt, response = config.max_prompt_tokens, config.max_response_tokens
+        gateway_config = GatewayConfig(
+            model=str(getattr(renderer.tokenizer, "name_or_path", "") or "policy"),
+            # no prompt cap: the budgets bound each sample (SampleClient), not the gateway's context check
+            max_model_len=prompt + response if prompt is not None else 2**31 - 1,
+            max_sessions=self.host.max_concurrent_episodes,
+        )
+        gateway = Gateway(gateway_config, client=SessionClients(), renderer=renderer, host=self.host)
+        async with gateway:
+            self._gateway = gateway
+            try:
+                return await episodes
+            finally:
+                self._gateway = None
+
+    async def _agent_episode(
+        self, i: int, key: EpisodeKey, client: LLMClient, config: RolloutConfig
+    ) -> Trajectory:
+        """Sample ``i``: the agent program on ``key``'s task, generating with ``client`` (``play_sample``)."""
+        assert self.agent is not None and self._gateway is not None
+        async with self.host.slots():
+            episode = await play_sample(self._gateway, self.agent, key, client, config)
+        self._segments[i] = episode.segments
+        return episode.trajectory.model_copy(update={"sample": i})
 
     def _judge_groups(self, keys: list[EpisodeKey], trajs: list[Trajectory]) -> list[Trajectory]:
         """The episodes of each group (consecutive prompts with one episode key) whose env judges groups
@@ -309,7 +372,11 @@ class ToolgymRolloutFunc:
         config = getattr(trainer.model, "generation_config", None)
         eos = getattr(config, "eos_token_id", None)
         eos_ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
-        return self.host.renderer(tokenizer, chat_template_kwargs=kwargs, eos_ids=eos_ids)
+        # an agent's request tools are rendered by the chat template, as vLLM's OpenAI server does
+        tools = self.agent is not None
+        return self.host.renderer(
+            tokenizer, chat_template_kwargs=kwargs, eos_ids=eos_ids, template_tools=tools
+        )
 
     def _seeds(self, trainer: Any, call: int, n: int) -> list[int]:
         """Distinct, reproducible sampling seeds per call and rank (turn ``t`` of an episode adds ``t``)."""
@@ -344,8 +411,10 @@ def trl_outputs(
     filler_id: int,
     max_prompt_tokens: int | None = None,
     exclude_infra_errors: bool = False,
+    segments: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """TRL's rollout keys from trajectories, one row each, in order (see the module docstring).
+    ``segments``: each sample's session segments (an agent program's; default 1 each), as ``env_segments``.
 
     An untrainable trajectory gets an all-zero ``env_mask`` and ``env_reward=None``; an empty prompt or
     response (the reset itself failed) becomes one filler token with mask 0, since TRL indexes the last
@@ -364,6 +433,7 @@ def trl_outputs(
         "env_stop_reason": [],
         "env_error": [],
         "env_task_id": [],
+        "env_segments": list(segments) if segments is not None else [1] * len(trajs),
     }
     any_logprobs = any(t.logprobs is not None for t in trajs)
     for t in trajs:
@@ -400,8 +470,8 @@ def env_reward(
 ) -> list[float | None]:
     """The reward function to give TRL: the verifier's reward the rollout function returned for each sample
     (``None`` — unscorable, advantage 0 — for an untrainable episode). Logs the success rate, turns, tool
-    calls, tool calls that failed through our fault and the share of untrainable episodes as ``toolgym/*``
-    metrics."""
+    calls, tool calls that failed through our fault, the share of untrainable episodes and the segments of
+    agent programs' sessions (the earlier ones dropped) as ``toolgym/*`` metrics."""
     if env_reward is None:
         raise ValueError(
             "env_reward found no env rewards: pass "
@@ -420,6 +490,10 @@ def env_reward(
             values = kwargs.get(key)
             if values:
                 log_metric(f"toolgym/{name}", float(np.mean([float(v) for v in values])))
+        segments = kwargs.get("env_segments")
+        if segments:
+            log_metric("toolgym/segments", float(np.mean(segments)))
+            log_metric("toolgym/dropped_segments", float(sum(max(int(s) - 1, 0) for s in segments)))
     return rewards
 
 

@@ -2,6 +2,9 @@
 
 - ``ToolgymAgentLoop`` (``agent_loop.py``, imports verl): verl's agent loop for rows exported by toolgym; it
   plays each row's env with the shared episode runner through verl's own vLLM servers.
+- ``ToolgymGatewayAgentLoop`` (``gateway_loop.py``, imports verl): the same rows played by a user's agent
+  program (``async def agent(task, base_url, api_key)``) against a gateway on verl's servers, trained on the
+  tokens the gateway recorded (``toolgym train``: the config's ``agent:`` key).
 - ``export_verl`` (``export.py``): Parquet that verl's ``RLHFDataset`` loads as is (``toolgym export verl``).
 - ``agent_loop_config_path()``: the agent-loop YAML to give verl
   (``actor_rollout_ref.rollout.agent.agent_loop_config_path``).
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 from importlib import resources
 
-from toolgym.trainers.verl_adapter.names import AGENT_NAME, ROWS_HINT
+from toolgym.trainers.verl_adapter.names import AGENT_NAME, GATEWAY_AGENT_NAME, ROWS_HINT
 
 #: imported by verl in every process of a toolgym run (``VERL_USE_EXTERNAL_MODULES``): fixes verl 0.9.1
 #: needs next to toolgym's dependencies (``compat.py``)
@@ -38,7 +41,7 @@ def verl_modules_env(*modules: str) -> dict[str, str]:
 
 def agent_loop_config_path() -> str:
     """The path of the agent-loop YAML shipped with toolgym (it registers ``ToolgymAgentLoop`` as
-    ``toolgym``)."""
+    ``toolgym`` and ``ToolgymGatewayAgentLoop`` as ``toolgym_agent``)."""
     return str(resources.files(__name__).joinpath("agent_loops.yaml"))
 
 
@@ -47,6 +50,10 @@ def __getattr__(name: str):
         from toolgym.trainers.verl_adapter.agent_loop import ToolgymAgentLoop
 
         return ToolgymAgentLoop
+    if name == "ToolgymGatewayAgentLoop":
+        from toolgym.trainers.verl_adapter.gateway_loop import ToolgymGatewayAgentLoop
+
+        return ToolgymGatewayAgentLoop
     if name == "export_verl":
         from toolgym.trainers.verl_adapter.export import export_verl
 
@@ -57,9 +64,11 @@ def __getattr__(name: str):
 __all__ = [
     "AGENT_NAME",
     "COMPAT_MODULE",
+    "GATEWAY_AGENT_NAME",
     "METRICS_MODULE",
     "ROWS_HINT",
     "ToolgymAgentLoop",
+    "ToolgymGatewayAgentLoop",
     "agent_loop_config_path",
     "export_verl",
     "verl_modules_env",

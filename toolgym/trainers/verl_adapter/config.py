@@ -14,16 +14,18 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from toolgym.trainers.train_config import EnvSpec, JudgeConfig, Logger, env_kwargs_with_turns
+from toolgym.trainers.train_config import AgentConfig, EnvSpec, JudgeConfig, Logger, env_kwargs_with_turns
 from toolgym.trainers.train_config import load_train_config as load_config
+from toolgym.trainers.verl_adapter.names import AGENT_NAME, GATEWAY_AGENT_NAME
 
 AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
 #: the default checkpoint interval of a GPU run (steps)
 GPU_SAVE_FREQ = 50
 
 
-class TrainConfig(JudgeConfig):
-    """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model."""
+class TrainConfig(JudgeConfig, AgentConfig):
+    """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model. With
+    ``agent:`` a user's agent program plays the rows (``ToolgymGatewayAgentLoop``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     #: the end of the message for an unknown key: where settings this model does not name go
@@ -136,6 +138,11 @@ class TrainConfig(JudgeConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
+        if self.agent is not None and self.template_tools is False:
+            raise ValueError(
+                "an agent's tools travel as OpenAI functions, rendered by the chat template: drop "
+                "template_tools: false (it is always on with agent)"
+            )
         if self.ppo_mini_batch_size is not None and self.ppo_mini_batch_size > self.train_batch_size:
             raise ValueError(
                 f"ppo_mini_batch_size ({self.ppo_mini_batch_size}) must be <= train_batch_size "
@@ -172,9 +179,15 @@ class TrainConfig(JudgeConfig):
         wins; only an env that takes a ``judge`` kwarg gets the judge)."""
         return env_kwargs_with_turns(env, self.max_turns, self.judge)
 
-    def agent_loop_kwargs(self) -> dict[str, int | bool]:
+    @property
+    def agent_loop_name(self) -> str:
+        """The agent loop that plays the rows: toolgym's runner, or with ``agent`` the gateway loop."""
+        return GATEWAY_AGENT_NAME if self.agent is not None else AGENT_NAME
+
+    def agent_loop_kwargs(self) -> dict[str, int | bool | str]:
         """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
-        chosen = {
+        chosen: dict[str, int | bool | str | None] = {
+            "agent": self.agent,
             "max_tokens_per_turn": self.max_tokens_per_turn,
             "max_concurrent_episodes": self.max_concurrent_episodes,
             "exclude_infra_errors": self.exclude_infra_errors,

@@ -11,7 +11,8 @@ see. Columns:
 ``prompt``         the env's reset messages ``[{"role", "content"}, ...]``
 ``ability``        ``tool-use``
 ``reward_model``   ``{"style": "rule", "ground_truth": <the task's answer as text>}`` (for verl's own loops)
-``agent_name``     ``toolgym`` (verl routes the row to ``ToolgymAgentLoop``)
+``agent_name``     ``toolgym`` (verl routes the row to ``ToolgymAgentLoop``), or ``toolgym_agent`` for rows a
+                   user's agent program plays (``ToolgymGatewayAgentLoop``)
 ``extra_info``     ``index`` (unique), ``split``, ``env_id``, ``env_kwargs`` (JSON), ``task`` (JSON of the
                    ``Task``), ``task_id``, ``seed``
 =================  ==========================================================================================
@@ -38,12 +39,14 @@ def export_verl(
     split: Split = "train",
     out: str | Path,
     seed: int = 0,
+    agent_name: str = AGENT_NAME,
 ) -> Path:
-    """Write ``n`` rows, shared among ``envs`` by weight, to ``<out>/<split>.parquet``; return its path."""
+    """Write ``n`` rows, shared among ``envs`` by weight, to ``<out>/<split>.parquet``; return its path.
+    ``agent_name``: the agent loop verl routes them to."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = build_rows(envs, n=n, split=split, seed=seed)
+    rows = build_rows(envs, n=n, split=split, seed=seed, agent_name=agent_name)
     path = Path(out) / f"{split}.parquet"
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), path)
@@ -51,26 +54,31 @@ def export_verl(
 
 
 def build_rows(
-    envs: Sequence[EnvRequest | str], *, n: int, split: Split = "train", seed: int = 0
+    envs: Sequence[EnvRequest | str],
+    *,
+    n: int,
+    split: Split = "train",
+    seed: int = 0,
+    agent_name: str = AGENT_NAME,
 ) -> list[dict[str, Any]]:
     """The rows ``export_verl`` writes (see the module docstring)."""
     if not envs:
         raise ValueError("no envs to export: give at least one env id")
     requests = [EnvRequest(id=e) if isinstance(e, str) else e for e in envs]
     return [
-        verl_row(row, index, split)
+        verl_row(row, index, split, agent_name)
         for index, row in enumerate(episode_rows(requests, n, split=split, seed=seed))
     ]
 
 
-def verl_row(row: EpisodeRow, index: int, split: Split) -> dict[str, Any]:
+def verl_row(row: EpisodeRow, index: int, split: Split, agent_name: str = AGENT_NAME) -> dict[str, Any]:
     """One episode as verl's row (the columns in the module docstring)."""
     return {
         "data_source": row.key.env_id,
         "prompt": row.prompt,
         "ability": "tool-use",
         "reward_model": {"style": "rule", "ground_truth": row.answer_text},
-        "agent_name": AGENT_NAME,
+        "agent_name": agent_name,
         "extra_info": {"index": index, "split": split, **row.key.fields()},
     }
 

@@ -1,11 +1,12 @@
 """``toolgym train``: a :class:`TrainConfig` YAML becomes ``python -m verl.trainer.main_ppo <overrides>``.
 
 The overrides are derived, never hand-kept: one prompt/response length feeds ``data.*``, ``rollout.*`` and
-``max_model_len``; the rollout is async vLLM driven by toolgym's agent loop; GRPO gets the KL loss verl's
-examples use, PPO a critic. ``--dry-run`` composes the overrides against verl's own Hydra config and runs
-verl's config checks, so a typo or an inconsistent batch size fails in seconds on a laptop instead of minutes
-into a GPU job. A real run exports the train/val Parquet into the run dir, then runs verl in a child process
-whose output streams through and whose exit status is the command's.
+``max_model_len``; the rollout is async vLLM driven by toolgym's agent loop (with ``agent:``, the gateway
+loop, whose agent-loop YAML entry gets the agent and to which the exported rows are routed); GRPO gets the
+KL loss verl's examples use, PPO a critic. ``--dry-run`` composes the overrides against verl's own Hydra
+config and runs verl's config checks, so a typo or an inconsistent batch size fails in seconds on a laptop
+instead of minutes into a GPU job. A real run exports the train/val Parquet into the run dir, then runs verl
+in a child process whose output streams through and whose exit status is the command's.
 
 It is one file of some 450 lines because it is one derivation: the config, the plan of overrides it yields,
 the checks against verl's Hydra config and the run are read together when verl changes a key; the command
@@ -145,7 +146,7 @@ def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
         "actor_rollout_ref.rollout.gpu_memory_utilization": cfg.gpu_memory_utilization,
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": micro,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(plan.agent_loop_path),
-        "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": cfg.agent_loop_name,
         # the trainer
         "trainer.nnodes": cfg.nodes,
         "trainer.n_gpus_per_node": cfg.gpus_per_node,
@@ -374,14 +375,15 @@ def prepare_run(cfg: TrainConfig, plan: RunPlan) -> None:
 
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     if plan.agent_loop_kwargs:
-        write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs)
+        write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs, cfg.agent_loop_name)
     envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
     splits: tuple[tuple[Split, int, Path], ...] = (
         ("train", cfg.train_rows, plan.train_file),
         ("val", cfg.val_rows, plan.val_file),
     )
     for split, n, path in splits:
-        written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed))
+        loop = cfg.agent_loop_name
+        written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed, agent_name=loop))
         if written.resolve() != path:
             raise RuntimeError(f"export_verl wrote {written}, expected {path}")
         check_prompt_lengths(written, cfg)
@@ -394,7 +396,8 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
     drop those rows silently (and without it, the samples would fail)."""
     from toolgym.trainers.verl_adapter.export import prompt_token_lengths
 
-    lengths = prompt_token_lengths(parquet, cfg.model, template_tools=bool(cfg.template_tools))
+    tools_in_template = bool(cfg.template_tools) or cfg.agent is not None
+    lengths = prompt_token_lengths(parquet, cfg.model, template_tools=tools_in_template)
     over = [n for n in lengths if n > cfg.max_prompt_length]
     if over:
         raise ValueError(
@@ -404,17 +407,18 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
         )
 
 
-def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool | str]) -> None:
-    """A copy of the shipped agent-loop YAML with this run's loop kwargs (Hydra passes them to the loop)."""
+def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool | str], name: str = AGENT_NAME) -> None:
+    """A copy of the shipped agent-loop YAML with this run's kwargs for the loop ``name`` (Hydra passes them
+    to the loop)."""
     import yaml
 
     entries = yaml.safe_load(Path(agent_loop_config_path()).read_text())
     for entry in entries:
-        if entry.get("name") == AGENT_NAME:
+        if entry.get("name") == name:
             entry.update(kwargs)
             break
     else:
-        raise RuntimeError(f"the shipped agent-loop YAML has no {AGENT_NAME!r} entry")
+        raise RuntimeError(f"the shipped agent-loop YAML has no {name!r} entry")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(entries, sort_keys=False))
 

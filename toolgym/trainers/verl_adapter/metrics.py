@@ -11,6 +11,9 @@ agent loop hands verl as ``reward_extra_info``):
 
 - ``toolgym/<stat>/mean`` for turns, tool calls, tool errors, infra errors, verifier errors, episode errors
   and the trainable share, and ``toolgym/<stat>/total`` for the counts of errors;
+- ``toolgym/segments/mean`` and ``toolgym/dropped_segments/total``: the segments of each sample's session
+  (1 for the runner's episodes; an agent program that rewrote its history has more, of which verl trains on
+  the last);
 - ``toolgym/pass_rate`` over the batch and ``toolgym/pass_rate/<env id>`` per env (the rows' ``data_source``,
   without the module of a ``module:id``: a metric name has no colon).
 
@@ -29,6 +32,9 @@ import numpy as np
 MEAN_STATS = ("turns", "tool_calls", "tool_errors", "infra_errors", "verifier_error", "error", "trainable")
 #: the counts also logged as a batch total: a handful of errors in a large batch is what a user looks for
 TOTAL_STATS = ("tool_errors", "infra_errors", "verifier_error", "error")
+#: beyond the Trajectory's stats: the segments of each sample's session (an agent program that rewrote its
+#: history has several; verl trains on the last and drops the others: ``gateway_loop.py``)
+SEGMENT_MEANS, SEGMENT_TOTALS = ("segments",), ("dropped_segments",)
 #: the verl modules that import ``compute_data_metrics`` and call it once per training step
 TRAINER_MODULES = (
     "verl.trainer.ppo.ray_trainer",
@@ -40,13 +46,14 @@ TRAINER_MODULES = (
 def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
     """toolgym's metrics for one training batch, from its per-episode columns (see the module docstring)."""
     metrics: dict[str, float] = {}
+    means, totals = (*MEAN_STATS, *SEGMENT_MEANS), (*TOTAL_STATS, *SEGMENT_TOTALS)
     columns = {
-        key: _floats(non_tensor_batch[key]) for key in (*MEAN_STATS, "passed") if key in non_tensor_batch
+        key: _floats(non_tensor_batch[key]) for key in (*means, *totals, "passed") if key in non_tensor_batch
     }
-    for key in MEAN_STATS:
+    for key in means:
         if key in columns and columns[key].size:
             metrics[f"toolgym/{key}/mean"] = float(columns[key].mean())
-    for key in TOTAL_STATS:
+    for key in totals:
         if key in columns:
             metrics[f"toolgym/{key}/total"] = float(columns[key].sum())
     passed = columns.get("passed")
