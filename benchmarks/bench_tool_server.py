@@ -8,7 +8,10 @@ per target: requests per second and the p50/p99 latency over all requests after 
 - ``calculator``: ``POST /tools/calculator`` (validation, admission, metrics, the tool in a worker thread);
 - ``calculator via /get_observation``: the verl-tool path (parse the ``<calculator>`` tag, run, render);
 - ``python``: ``POST /tools/python?session_id=...``, one interpreter session per client worker, so the
-  sandbox (2 workers: 2 programs at once) is the bound.
+  sandbox (2 workers: 2 programs at once) is the bound;
+- ``python, the sandbox alone``: the same programs, sessions and concurrency through the python tool in a
+  process of its own (``PythonTool.acall`` on the sandbox the server would start, no HTTP): what the
+  sandbox itself sustains, so ``python`` over it is what the server costs on top.
 
 With 256 requests always in flight, latency is bounded below by Little's law: p50 ≈ 256 / throughput, so
 p99 <= 50 ms needs more than ~5,000 req/s whatever the server does.
@@ -21,6 +24,7 @@ Run (about a minute on 2 cores)::
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -34,7 +38,13 @@ import pytest
 from toolgym.testing.servers import free_port
 
 CONCURRENCY = 256
-N = {"echo": 20_000, "calculator": 20_000, "calculator via /get_observation": 10_000, "python": 3_000}
+N = {
+    "echo": 20_000,
+    "calculator": 20_000,
+    "calculator via /get_observation": 10_000,
+    "python": 3_000,
+    "python, the sandbox alone": 3_000,
+}
 WARMUP = 1_000
 
 ECHO_APP = """
@@ -52,6 +62,44 @@ async def echo(body: Body) -> dict:
     return {"name": "echo", "status": "ok", "output": body.expression}
 
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False, backlog=4096)
+"""
+
+
+SANDBOX_ALONE = """
+import asyncio, json, sys, time
+from toolgym.sandbox import LocalSandbox
+from toolgym.tools.python import PythonTool
+
+concurrency, n, warmup = (int(a) for a in sys.argv[1:4])
+
+async def main():
+    sandbox = LocalSandbox(workers=2, max_sessions=300)
+    tools = [PythonTool(sandbox=sandbox) for _ in range(concurrency)]
+    for w, tool in enumerate(tools):
+        tool.start_episode(f"w{w}")
+
+    async def load(count):
+        feed, latencies = iter(range(count)), []
+
+        async def worker(w):
+            for i in feed:
+                started = time.perf_counter()
+                result = await tools[w].acall({"code": f"print({i})"})
+                assert result.ok, result.output
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        return time.perf_counter() - started, latencies
+
+    await load(warmup)
+    seconds, latencies = await load(n)
+    print(json.dumps({"seconds": seconds, "latencies": latencies}))
+    for tool in tools:
+        tool.close()
+    sandbox.close()
+
+asyncio.run(main())
 """
 
 
@@ -175,6 +223,18 @@ def test_python(benchmark, servers):
     )
 
 
+def test_python_in_the_sandbox_alone(benchmark, servers):
+    def round_() -> None:
+        argv = [sys.executable, "-c", SANDBOX_ALONE, str(CONCURRENCY), str(N["python, the sandbox alone"])]
+        done = subprocess.run([*argv, str(WARMUP)], capture_output=True, text=True, check=True, timeout=900)
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        RESULTS["python, the sandbox alone"] = Measured(
+            requests=N["python, the sandbox alone"], seconds=out["seconds"], latencies=out["latencies"]
+        )
+
+    benchmark.pedantic(round_, rounds=1, iterations=1)
+
+
 def table() -> str:
     rows = [f"tool server at concurrency {CONCURRENCY} ({os.cpu_count()} cores; one process each)"]
     rows.append(f"{'target':<34}{'requests':>10}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'vs echo':>9}")
@@ -187,4 +247,7 @@ def table() -> str:
         rows.append(
             f"{name:<34}{m.requests:>10,}{m.rate:>10,.0f}{m.quantile(0.5):>9.1f}{m.quantile(0.99):>9.1f}{ratio:>9}"
         )
+    served, alone = RESULTS.get("python"), RESULTS.get("python, the sandbox alone")
+    if served is not None and alone is not None:
+        rows.append(f"python through the server / the sandbox alone: {served.rate / alone.rate:.2f}")
     return "\n".join(rows)

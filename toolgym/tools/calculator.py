@@ -144,6 +144,12 @@ class Calculator(Tool):
         # 2**_max_bits >= 10**max_digits: a power whose lower bound exceeds 2**_max_bits is surely too big.
         self._max_bits = math.ceil(max_digits * math.log2(10))
 
+    async def arun(self, args: Calculator.Args) -> ToolResult:
+        """Inline, not on a worker thread: the caps keep one evaluation well under a millisecond (the
+        deadline bounds the worst case), and the thread hop cost more than the work itself (a tool server
+        profile at 256 concurrent calls: 13% of its time in the hop, under 1% in the calculator)."""
+        return self.run(args)
+
     def run(self, args: Calculator.Args) -> ToolResult:
         try:
             value = self.evaluate(args.expression)
