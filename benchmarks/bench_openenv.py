@@ -6,7 +6,9 @@
   oracle's episode (tool calls, then the answer) and closing, against the same 256 episodes in process
   (one thread, envs reused from an EnvPool as the server does).
 
-The server runs in this process (uvicorn in a thread, loopback), so both sides share the same cores.
+The server runs as users run it, ``toolgym serve openenv`` in its own process (loopback); the clients run
+in this one. (With the server in a thread of the client's process, client and server took turns on one
+GIL, which is not how anyone deploys it.)
 
 Run::
 
@@ -16,8 +18,12 @@ Run::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 
 import gymnasium as gym
 import numpy as np
@@ -26,9 +32,8 @@ from openenv.core.generic_client import GenericEnvClient
 
 import toolgym  # noqa: F401  (registers the envs)
 from toolgym.rollout.pool import EnvPool
-from toolgym.server.openenv import create_app
 from toolgym.testing.scripted import oracle_script, script_texts
-from toolgym.testing.servers import serve_in_thread
+from toolgym.testing.servers import free_port
 from toolgym.util.table import format_table
 
 ENV_ID = "toolgym/Calculator-v0"
@@ -37,9 +42,36 @@ STEP = "<calculator>48213*1937 - 12345</calculator>"
 RESULTS: dict[str, dict[str, float]] = {"in process": {}, "OpenEnv": {}}
 
 
+@contextlib.contextmanager
+def serve_openenv(*options: str) -> Iterator[str]:
+    """``toolgym serve openenv --env ENV_ID`` in its own process; yields its URL."""
+    import httpx
+
+    port = free_port()
+    argv = [sys.executable, "-m", "toolgym.cli", "serve", "openenv", "--env", ENV_ID, "--port", str(port)]
+    proc = subprocess.Popen(
+        [*argv, "--log-level", "warning", *options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                httpx.get(f"{url}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("toolgym serve openenv did not start") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 @pytest.fixture(scope="module")
 def url(request):
-    with serve_in_thread(create_app(ENV_ID, max_sessions=CONCURRENCY, idle_timeout=None)) as base:
+    with serve_openenv("--max-sessions", str(CONCURRENCY), "--idle-timeout", "0") as base:
         yield base
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     for line in table().splitlines():
@@ -77,8 +109,8 @@ def test_step_latency_in_process(benchmark):
 
 def test_step_latency_openenv(benchmark, url):
     samples = []
-    app = create_app(ENV_ID, {"max_turns": STEPS + 1}, max_sessions=1)  # one long episode, as in process
-    with serve_in_thread(app) as long_url, GenericEnvClient(base_url=long_url).sync() as env:
+    one_long_episode = ("-k", f"max_turns={STEPS + 1}", "--max-sessions", "1")  # as in process
+    with serve_openenv(*one_long_episode) as long_url, GenericEnvClient(base_url=long_url).sync() as env:
         env.reset(seed=0)
 
         def step():
@@ -136,7 +168,8 @@ def table() -> str:
     a, b = local.get("sessions/s", nan), remote.get("sessions/s", nan)
     rows.append((f"sessions/s at {CONCURRENCY}", f"{a:.0f}", f"{b:.0f}", f"{a / b:.1f}x fewer"))
     header = (
-        f"{ENV_ID} over OpenEnv (WebSocket sessions, loopback) vs in process, {os.cpu_count()} CPU(s); "
+        f"{ENV_ID} over OpenEnv (WebSocket sessions, loopback, the server in its own process) vs in "
+        f"process, {os.cpu_count()} CPU(s); "
         f"{STEPS} steps, {ROUNDS} rounds of {CONCURRENCY} concurrent oracle episodes"
     )
     return header + "\n" + format_table(("", "in process", "OpenEnv", "OpenEnv vs in process"), rows)

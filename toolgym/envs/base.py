@@ -129,6 +129,20 @@ class ToolEnv(gym.Env[str, str]):
         self._done = False
         return self.task.prompt, self._info()
 
+    def step_is_inline(self, action: str) -> bool:
+        """Whether ``step(action)`` is cheap and never waits: its calls all go to ``inline`` tools (or it is
+        an invalid turn) and it neither answers nor ends the episode (no verifier, no session teardown). An
+        async server may then run it on its event loop rather than a thread (``toolgym serve openenv``)."""
+        traj = self.trajectory
+        if not isinstance(action, str) or traj is None or self._done or len(traj.turns) + 1 >= self.max_turns:
+            return False
+        parsed = self.parser.parse(action)
+        if parsed.kind == "invalid":
+            return True
+        return parsed.kind == "tool_calls" and all(
+            getattr(self.tools.get(call.name), "inline", False) for call in parsed.tool_calls
+        )
+
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         if not isinstance(action, str):
             raise TypeError(self._action_type_message(action))

@@ -165,6 +165,29 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
             done=step.done,
         )
 
+    # OpenEnv awaits these when an env defines them, instead of running reset/step on a thread of its own per
+    # session (256 sessions: 256 threads contending for the GIL). A step that is cheap and never waits (its
+    # tools are all ``inline``: ``ToolEnv.step_is_inline``) runs on the event loop; the rest run on the
+    # host's shared threads.
+
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> ToolgymObservation:
+        return await self.source.host.call(lambda: self.reset(seed, episode_id, task_id, options, **kwargs))
+
+    async def step_async(
+        self, action: TextAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> ToolgymObservation:
+        session = self._live()
+        if session.started and not session.done and session.inner.step_is_inline(action.message):
+            return self.step(action, timeout_s, **kwargs)
+        return await self.source.host.call(lambda: self.step(action, timeout_s, **kwargs))
+
     @property
     def state(self) -> ToolgymState:
         return ToolgymState(

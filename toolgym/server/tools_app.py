@@ -357,8 +357,9 @@ def _direct_endpoint(
         except ValidationError as exc:
             errors = [{**e, "loc": ["body", *e["loc"]]} for e in exc.errors(include_url=False)]
             for error in errors:  # a body that is not JSON comes back as its (lossy) text
-                if isinstance(error.get("input"), bytes):
-                    error["input"] = error["input"].decode("utf-8", "replace")
+                raw = error.get("input")
+                if isinstance(raw, bytes):
+                    error["input"] = raw.decode("utf-8", "replace")
             return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
         await runtime.maybe_sweep()
         try:

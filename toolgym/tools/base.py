@@ -40,6 +40,9 @@ class Tool(ABC):
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     primary_arg: ClassVar[str | None] = None
+    #: a call is cheap and never waits (bounded CPU well under a millisecond, no I/O): async callers run it
+    #: on their event loop instead of hopping to a worker thread, which costs more than such a call
+    inline: ClassVar[bool] = False
 
     #: what ``from_function`` calls: ``toolgym.tools.function.function_tool``, which that module installs here
     #: when it is imported (it subclasses ``Tool``, so this module does not import it; the ``toolgym.tools``
@@ -90,8 +93,10 @@ class Tool(ABC):
         """Do the work on validated arguments. May raise; ``__call__`` turns exceptions into results."""
 
     async def arun(self, args: Any) -> ToolResult:
-        """Async ``run``; the default runs it in a worker thread so the event loop stays free. Tools with a
-        native async backend (the sandbox's bounded pool) override it."""
+        """Async ``run``; the default runs it in a worker thread so the event loop stays free (an ``inline``
+        tool runs here). Tools with a native async backend (the sandbox's bounded pool) override it."""
+        if self.inline:
+            return self.run(args)
         return await asyncio.to_thread(self.run, args)
 
     def __call__(self, call: ToolCall | dict[str, Any] | str) -> ToolResult:
