@@ -44,6 +44,7 @@ from toolgym.rollout.clients.base import LLMClient
 from toolgym.rollout.episode import RolloutConfig
 from toolgym.rollout.host import EpisodeHost
 from toolgym.rollout.samples import sampling_from
+from toolgym.server.serving import add_listen_options, add_model_options, quiet_model_engine, serve_app
 from toolgym.util.kwargs import positive_int
 
 __all__ = ["AgentConfig", "ChatRequest", "create_app", "main"]
@@ -289,36 +290,16 @@ def _build_parser() -> argparse.ArgumentParser:
         "POST /v1/chat/completions, GET /v1/models. See toolgym.server.agent.",
     )
     p.add_argument("--env", required=True, help="env id, e.g. toolgym/Calculator-v0")
-    p.add_argument(
-        "--model", required=True, help="model path or HF id, or 'tiny' (its tokenizer and chat template)"
-    )
-    p.add_argument(
-        "--server",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="OpenAI-compatible server running the model (repeat for several; default in-process vLLM)",
-    )
     p.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE", help="extra env kwarg")
     p.add_argument("--format", dest="action_format", default=None, help="the env's action format")
     p.add_argument("--max-turns", type=positive_int, default=None)
-    p.add_argument(
-        "--served-model-name", default=None, help="the model name clients use (default the env id)"
-    )
+    add_model_options(p, served_name_help="the model name clients use (default the env id)")
     p.add_argument(
         "--max-response-tokens", type=positive_int, default=2048, help="default episode token budget"
     )
     p.add_argument("--max-tokens-per-turn", type=positive_int, default=512)
-    p.add_argument(
-        "--max-model-len", type=positive_int, default=4096, help="in-process engine context length"
-    )
     p.add_argument("--concurrency", type=positive_int, default=32, help="episodes at once (default 32)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
-    p.add_argument(
-        "--verbose", action="store_true", help="show the in-process engine's INFO log (default WARNING)"
-    )
+    add_listen_options(p)
     return p
 
 
@@ -339,13 +320,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from toolgym.server.serving import serve_app
-
     args = _build_parser().parse_args(argv)
-    if not args.server:
-        from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs
-
-        quiet_engine_logs(args.verbose)  # before the in-process engine imports vLLM
+    quiet_model_engine(args)
     config = config_from_args(args)
     app = create_app(config)
     banner = (

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from toolgym.gateway.app import create_app
 from toolgym.gateway.core import GatewayConfig
 from toolgym.gateway.inprocess import KEEP_ALIVE_S
+from toolgym.server.serving import add_listen_options, add_model_options, quiet_model_engine, serve_app
 from toolgym.util.kwargs import positive_float, positive_int
 
 
@@ -19,20 +20,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "token (POST /sessions, /sessions/{id}/v1/chat/completions, /sessions/{id}/trajectory). "
         "See docs/gateway.md.",
     )
-    p.add_argument(
-        "--model", required=True, help="model path or HF id, or 'tiny' (its tokenizer and chat template)"
-    )
-    p.add_argument(
-        "--server",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="OpenAI-compatible server running the model (repeat for several; default in-process vLLM)",
-    )
-    p.add_argument("--served-model-name", default=None, help="the name /v1/models lists (default --model)")
-    p.add_argument(
-        "--max-model-len", type=positive_int, default=4096, help="the engine's context (default 4096)"
-    )
+    add_model_options(p, served_name_help="the name /v1/models lists (default --model)")
     p.add_argument(
         "--max-tokens", type=positive_int, default=1024, help="a call's max_tokens when it sends none (1024)"
     )
@@ -44,10 +32,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="seconds before an unused session expires (600)",
     )
     p.add_argument("--tool-format", default="hermes", help="the action format read for tool calls (hermes)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
-    p.add_argument("--verbose", action="store_true", help="show the in-process engine's INFO log")
+    add_listen_options(p)
     return p
 
 
@@ -65,13 +50,8 @@ def config_from_args(args: argparse.Namespace) -> GatewayConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from toolgym.server.serving import serve_app
-
     args = _build_parser().parse_args(argv)
-    if not args.server:
-        from toolgym.rollout.clients.vllm_inproc import quiet_engine_logs
-
-        quiet_engine_logs(args.verbose)
+    quiet_model_engine(args)
     config = config_from_args(args)
     banner = (
         f"toolgym gateway: POST http://{args.host}:{args.port}/sessions, then "
