@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 import gymnasium as gym
@@ -114,6 +114,9 @@ class EpisodeRow:
 
     prompt: list[dict[str, Any]]
     key: EpisodeKey
+    #: which entry of the mix the row came from (two entries of one env give equal rows: only this tells
+    #: them apart, e.g. the one a trainer plays with an agent program)
+    entry: int = 0
 
     @property
     def answer_text(self) -> str:
@@ -180,10 +183,11 @@ def episode_rows(env: EnvSource, n: int, *, split: Split = "train", seed: int = 
     if n < len(requests):
         raise ValueError(f"n={n} rows cannot cover {len(requests)} envs: ask for at least one row per env")
     rows: list[EpisodeRow] = []
-    for request, count in zip(requests, _shares(n, [r.weight for r in requests]), strict=True):
+    shares = _shares(n, [r.weight for r in requests])
+    for entry, (request, count) in enumerate(zip(requests, shares, strict=True)):
         made = gym.make(request.id, **request.kwargs)
         try:
-            rows += _env_rows(made, request, count, split, seed)
+            rows += [replace(row, entry=entry) for row in _env_rows(made, request, count, split, seed)]
         finally:
             made.close()
     if len(requests) > 1:

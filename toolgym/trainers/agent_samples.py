@@ -26,6 +26,7 @@ verl's gateway agent loop and TRL's rollout function with ``agent=`` both play a
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import sys
@@ -188,6 +189,13 @@ def load_agent_program(spec: str | AgentFn) -> AgentFn:
         raise ValueError(f"the agent {spec!r} cannot be used: {type(exc).__name__}: {exc}") from None
 
 
+@functools.cache
+def agent_program(spec: str) -> AgentFn:
+    """:func:`load_agent_program`, once per ``spec`` in a process (a trainer's loop asks per sample: a mix of
+    envs names an agent per row). A spec that fails is not remembered: it fails again, with its reason."""
+    return load_agent_program(spec)
+
+
 def agent_spec(spec: str, base: str | Path | None = None) -> str:
     """``spec`` as every process of a run can load it: a file's path made absolute, a relative one read from
     ``base`` (a config file's folder; default: the working directory), since the trainer's workers do not
@@ -222,6 +230,7 @@ def _module_of_file(path: Path) -> Any:
 __all__ = [
     "SampleClient",
     "SessionClients",
+    "agent_program",
     "agent_spec",
     "load_agent_program",
     "play_sample",

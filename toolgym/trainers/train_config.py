@@ -1,6 +1,6 @@
-"""What every ``toolgym train`` config shares, whichever trainer reads it: the envs of the mix (``EnvSpec``),
-the loggers, the judge (``JudgeConfig``), the agent program (``AgentConfig``), and loading a YAML with errors
-that say what to fix.
+"""What every ``toolgym train`` config shares, whichever trainer reads it: the envs of the mix (``EnvSpec``;
+``AgentEnvSpec`` for a trainer whose envs may each name their agent program), the loggers, the judge
+(``JudgeConfig``), the agent program (``AgentConfig``), and loading a YAML with errors that say what to fix.
 
 Each trainer's own config (``verl_adapter/config.py``'s ``TrainConfig``, ``trl_adapter/config.py``'s
 ``TRLTrainConfig``) holds the choices particular to it; the YAML reading, the unknown-key hints and the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -36,6 +36,39 @@ class EnvSpec(BaseModel):
     id: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     weight: float = Field(1.0, gt=0.0)
+
+
+def checked_agent_spec(value: str | None, info: ValidationInfo) -> str | None:
+    """An ``agent:`` value loaded and checked now (a typo fails before the trainer starts), a file's path
+    made absolute (a relative one is read from the config file's folder)."""
+    if value is None:
+        return None
+    from toolgym.trainers.agent_samples import agent_spec, load_agent_program
+
+    spec = agent_spec(value, (info.context or {}).get("config_dir"))
+    load_agent_program(spec)
+    return spec
+
+
+class AgentEnvSpec(EnvSpec):
+    """An env of the mix that may name the agent program playing its rows (verl's config: a mix of envs
+    played by toolgym's runner and envs played by agent programs trains in one run).
+
+    ``agent``: as the config-level ``agent:`` key (``module:function`` or ``path/to/file.py:function``). Left
+    out, the env's rows are played as the config says (its ``agent:``, else toolgym's runner); ``agent: null``
+    is toolgym's runner even when the config names an agent (:meth:`agent_of`)."""
+
+    agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _loadable(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return checked_agent_spec(value, info)
+
+    def agent_of(self, default: str | None) -> str | None:
+        """The agent program that plays this env's rows: its own ``agent`` when the entry sets the key (null:
+        none, toolgym's runner), else ``default`` (the config's ``agent:``)."""
+        return self.agent if "agent" in self.model_fields_set else default
 
 
 class JudgeSpec(BaseModel):
@@ -128,20 +161,14 @@ class AgentConfig(BaseModel):
     #: ``module:function`` or ``path/to/file.py:function`` (a relative path is read from the config file's
     #: folder): an ``async def agent(task, base_url, api_key)`` that plays every row against a gateway on the
     #: trainer's engine (``toolgym.gateway``), trained on the tokens it recorded; default: the env's own
-    #: episode, played by toolgym's runner
+    #: episode, played by toolgym's runner. Where env entries may name their own (``AgentEnvSpec``), this is
+    #: the agent of the entries that do not
     agent: str | None = None
 
     @field_validator("agent")
     @classmethod
     def _loadable(cls, value: str | None, info: ValidationInfo) -> str | None:
-        """Loaded and checked now (a typo fails before the trainer starts), a file's path made absolute."""
-        if value is None:
-            return None
-        from toolgym.trainers.agent_samples import agent_spec, load_agent_program
-
-        spec = agent_spec(value, (info.context or {}).get("config_dir"))
-        load_agent_program(spec)
-        return spec
+        return checked_agent_spec(value, info)
 
 
 Config = TypeVar("Config", bound=BaseModel)
@@ -184,21 +211,32 @@ def explain(exc: ValidationError, config: type[BaseModel]) -> str:
 
 
 def _unknown_key_hint(loc: tuple[Any, ...], config: type[BaseModel]) -> str:
-    model = EnvSpec if "envs" in loc[:-1] else config
+    in_env = "envs" in loc[:-1]
+    model = _env_model(config) if in_env else config
     known = list(model.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     guess = f"Did you mean `{close[0]}`? " if close else ""
-    where = "an env entry" if model is EnvSpec else "a train config"
-    extra = "" if model is EnvSpec else getattr(config, "unknown_key_hint", "")
+    where = "an env entry" if in_env else "a train config"
+    extra = "" if in_env else getattr(config, "unknown_key_hint", "")
     return f"{guess}Keys of {where}: {', '.join(known)}{extra}"
+
+
+def _env_model(config: type[BaseModel]) -> type[BaseModel]:
+    """The model of the config's env entries (``list[EnvSpec]``, or a trainer's own ``EnvSpec``)."""
+    field = config.model_fields.get("envs")
+    args = get_args(field.annotation) if field is not None else ()
+    model = args[0] if args else EnvSpec
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else EnvSpec
 
 
 __all__ = [
     "AgentConfig",
+    "AgentEnvSpec",
     "EnvSpec",
     "JudgeConfig",
     "JudgeSpec",
     "Logger",
+    "checked_agent_spec",
     "env_kwargs_with_turns",
     "explain",
     "judge_options",

@@ -47,6 +47,8 @@ class Sample:
         self.env_id = extra["extra_info"][i]["env_id"]
         self.info = {k: float(extra[k][i]) for k in ("passed", "trainable", "turns", "tool_calls", "error")}
         self.segments = float(extra["segments"][i])
+        self.agent_program = float(extra["agent_program"][i])
+        self.row_agent = extra["extra_info"][i].get("agent")
         self.dropped_segments = float(extra["dropped_segments"][i])
         self.error = extra["toolgym_error"][i]
 
@@ -303,7 +305,8 @@ def _check_agent_samples(samples, server, answers, tasks, env_verdict):
         verdict = env_verdict(s.env_id, tasks[answer["task_id"]], answer["answer"])
         assert float(s.scores.sum()) == verdict.reward == s.info["passed"]
         assert torch.count_nonzero(s.scores[: s.response_len - 1]) == 0
-    assert set(by_tokens.values()) == set(answers)
+        assert s.agent_program == 1.0
+    assert {by_tokens[tuple(s.generated)] for s in samples} == set(answers)
 
 
 def test_an_openai_agent_on_the_real_engine_trains_on_what_verls_server_sampled(
@@ -339,3 +342,58 @@ def test_an_agents_tool_calls_and_answers_reach_verls_batch(
         outside = engine.renderer.decode([t for t, m in zip(s.response, s.mask, strict=False) if not m])
         assert "<tool_response>" in outside
         assert s.segments == 1.0 and s.dropped_segments == 0.0
+
+
+FAILING_AGENT = """
+async def agent(task, base_url, api_key):
+    raise RuntimeError("the loop's own agent played a row that names another")
+"""
+
+
+def test_one_batch_mixes_the_runner_and_agent_programs_each_row_naming_its_own(
+    engine, tmp_path, recorded_agent, env_verdict
+):
+    """A mix as ``toolgym train`` exports it (an env entry's own ``agent:``): the rows that name an agent
+    program (``extra_info.agent``) go to the gateway loop, which plays each with the row's agent, not the one
+    in its YAML entry; the other rows go to toolgym's runner; verl builds one batch of both (the loops' extra
+    keys agree), ``agent_program`` says which loop played each sample, and each agent sample's reward is the
+    env verifier's verdict on the answer its agent gave."""
+    loops_agent = tmp_path / "loops_agent.py"
+    loops_agent.write_text(FAILING_AGENT)
+    loops = tmp_path / "loops.yaml"
+    write_agent_loop_config(loops, {"agent": f"{loops_agent}:agent"}, ["toolgym", GATEWAY_AGENT_NAME])
+    envs = [EnvRequest(id="toolgym/Calculator-v0", kwargs={"max_turns": 2})] * 2
+    path = export_verl(envs, n=4, out=tmp_path, agents=[None, recorded_agent.spec])
+    rows = pq.read_table(path).to_pylist()
+    assert sorted(r["agent_name"] for r in rows) == ["toolgym"] * 2 + [GATEWAY_AGENT_NAME] * 2
+    server = PromptsOf(VLLMServerStandIn(engine.client.engine))
+    config = verl_config(
+        prompt_length=PROMPT, response_length=RESPONSE, group_size=2, agent_loop_config=loops
+    )
+    worker = agent_loop_worker(server, config)
+    out = engine.run(worker.generate_sequences(dataset_batch(path, config, worker.tokenizer, group_size=2)))
+
+    samples = _samples(out)
+    assert len(samples) == 8 and out.batch["responses"].shape == (8, RESPONSE)
+    played = [s for s in samples if s.row_agent]
+    runner = [s for s in samples if not s.row_agent]
+    assert len(played) == len(runner) == 4
+    assert all(s.row_agent == recorded_agent.spec for s in played)
+    _check_agent_samples(played, server, recorded_agent.answers(), _tasks_by_id(path), env_verdict)
+    for s in runner:  # the env's own episode: its format lesson in the prompt, no gateway session
+        assert s.agent_program == 0.0 and not s.error and s.info["trainable"] == 1.0
+        assert "<answer>" in engine.renderer.decode(s.prompt) and s.segments == 1.0
+        assert float(s.scores.sum()) == s.info["passed"]
+
+
+def test_a_gateway_row_without_an_agent_needs_one_in_the_loops_yaml(engine, tmp_path):
+    """The shipped YAML names no agent: a row routed to the gateway loop must name its own."""
+    path = export_verl(["toolgym/Calculator-v0"], n=1, out=tmp_path, agent_name=GATEWAY_AGENT_NAME)
+    config = verl_config(prompt_length=PROMPT, response_length=RESPONSE)
+    worker = agent_loop_worker(VLLMServerStandIn(engine.client.engine), config)
+    with pytest.raises(ValueError, match=r"names no agent program .* `agent: module:function`"):
+        engine.run(worker.generate_sequences(dataset_batch(path, config, worker.tokenizer)))
+
+
+def _tasks_by_id(parquet):
+    return {t.id: t for t in _tasks(parquet)}

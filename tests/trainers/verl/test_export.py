@@ -13,6 +13,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from toolgym.cli import main
 from toolgym.core.task import Task
 from toolgym.rollout import EnvRequest, draw_task
+from toolgym.rollout.keys import EpisodeKey, episode_rows
 from toolgym.rollout.models import make_renderer
 from toolgym.trainers.verl_adapter.export import build_rows, export_verl, prompt_token_lengths
 
@@ -87,6 +88,56 @@ def test_a_mix_is_shared_by_weight_and_shuffled():
     assert build_rows(envs, n=8, seed=1) == rows  # deterministic
     equal = [EnvRequest(id="toolgym/Calculator-v0"), EnvRequest(id="toolgym/Math-v0")]
     assert sorted(Counter(r["data_source"] for r in build_rows(equal, n=3)).values()) == [1, 2]
+
+
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_a_mix_of_envs_with_and_without_an_agent_program_routes_each_row(split, tmp_path, renderer):
+    """``agents`` (``toolgym train``: an env entry's ``agent:``): the rows are the ones ``episode_rows``
+    chooses for the mix, in its order, and each names the loop and agent of the entry it came from, even when
+    two entries are one env (their rows are equal but for that); verl's dataset loads the file as is."""
+    agent = "examples.gateway_agent:agent"
+    envs = [
+        EnvRequest(id="toolgym/Calculator-v0", weight=3),
+        EnvRequest(id="toolgym/Calculator-v0"),
+        EnvRequest(id="toolgym/Math-v0"),
+    ]
+    rows = build_rows(envs, n=10, split=split, seed=4, agents=[None, agent, agent])
+    keys = [EpisodeKey.from_fields(e, how="") for e in _extra(rows)]
+    assert keys == [row.key for row in episode_rows(envs, 10, split=split, seed=4)]
+    played = Counter((r["data_source"], r["agent_name"], r["extra_info"]["agent"]) for r in rows)
+    assert played == {
+        ("toolgym/Calculator-v0", "toolgym", None): 6,
+        ("toolgym/Calculator-v0", "toolgym_agent", agent): 2,
+        ("toolgym/Math-v0", "toolgym_agent", agent): 2,
+    }
+    # without agents, or with none named, the rows are as they always were (no agent field)
+    assert build_rows(envs, n=10, split=split, seed=4, agents=[None] * 3) == build_rows(
+        envs, n=10, split=split, seed=4
+    )
+    with pytest.raises(ValueError, match="one per env"):
+        build_rows(envs, n=10, agents=[agent])
+
+    path = export_verl(envs, n=10, split=split, out=tmp_path, seed=4, agents=[None, agent, agent])
+    config = OmegaConf.create({"max_prompt_length": 4096, "return_raw_chat": True})
+    dataset = RLHFDataset([str(path)], renderer.tokenizer, config, processor=None)
+    loaded = [dataset[i] for i in range(len(dataset))]
+    assert [(item["agent_name"], item["extra_info"]["agent"]) for item in loaded] == [
+        (r["agent_name"], r["extra_info"]["agent"]) for r in rows
+    ]
+
+
+def test_prompt_lengths_count_the_tools_of_the_rows_an_agent_program_plays(tmp_path, renderer):
+    """An agent's tools travel as OpenAI functions, rendered by the chat template: its rows' prompt lengths
+    count them whatever ``template_tools`` says (it is the runner's setting)."""
+    envs = ["toolgym/Calculator-v0", "toolgym/Calculator-v0"]
+    path = export_verl(envs, n=4, out=tmp_path, agents=[None, "examples.gateway_agent:agent"])
+    rows = pq.read_table(path).to_pylist()
+    schemas = gym.make("toolgym/Calculator-v0").unwrapped.tool_schemas
+    tools_renderer = make_renderer("tiny", template_tools=True)
+    for row, n in zip(rows, prompt_token_lengths(path, "tiny"), strict=True):
+        tools = schemas if row["agent_name"] == "toolgym_agent" else None
+        assert n == len(tools_renderer.prompt_ids(row["prompt"], tools))
+        assert (n > len(renderer.prompt_ids(row["prompt"]))) == (tools is not None)
 
 
 def test_val_is_the_envs_evaluation_split():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -321,6 +322,100 @@ def test_the_agent_key_routes_the_rows_to_the_gateway_loop_with_the_agent(tmp_pa
     assert loops["toolgym_agent"] == {**shipped["toolgym_agent"], **settings}
     command = (out / "command.sh").read_text()
     assert "actor_rollout_ref.rollout.agent.default_agent_loop=toolgym_agent" in command
+
+
+MIX = """model: tiny
+device: cpu
+agent: {agent}
+envs:
+  - id: toolgym/Calculator-v0
+    agent: null
+  - id: toolgym/Calculator-v0
+  - id: toolgym/Math-v0
+    agent: own_agent.py:agent
+train_rows: 6
+val_rows: 3
+train_batch_size: 2
+group_size: 2
+micro_batch_size_per_gpu: 2
+max_prompt_length: 2048
+max_tokens_per_turn: 64
+template_tools: false
+"""
+
+
+def test_an_env_entrys_agent_plays_its_rows_and_the_others_keep_their_loop(tmp_path, monkeypatch):
+    """An env entry's ``agent:`` (a relative file read from the config's folder, loaded and checked at load)
+    plays that env's rows; an entry without the key gets the config's ``agent:``, and ``agent: null`` is
+    toolgym's runner even then. The rows name their loop and agent, and the run's agent-loop YAML gives both
+    loops the config's settings, the gateway loop the config's agent (for rows that name none) and the runner
+    the ``template_tools`` that only it reads."""
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd=None, env=None: 0)
+    default = f"{EXAMPLES.parent / 'gateway_agent.py'}:agent"
+    (tmp_path / "own_agent.py").write_text("async def agent(task, base_url, api_key):\n    return None\n")
+    config = _write(tmp_path, MIX.format(agent=default))
+    cfg = load_train_config(config)
+    own = f"{tmp_path / 'own_agent.py'}:agent"
+    assert [cfg.env_agent(env) for env in cfg.envs] == [None, default, own]
+    assert cfg.agent_loops == ("toolgym", "toolgym_agent") and cfg.agent_loop_name == "toolgym_agent"
+
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(config), "--out", str(out)]) == 0
+    rows = pq.read_table(out / "train.parquet").to_pylist()
+    played = Counter((r["data_source"], r["agent_name"], r["extra_info"]["agent"]) for r in rows)
+    assert played == {
+        ("toolgym/Calculator-v0", "toolgym", None): 2,
+        ("toolgym/Calculator-v0", "toolgym_agent", default): 2,
+        ("toolgym/Math-v0", "toolgym_agent", own): 2,
+    }
+    loops = {e["name"]: e for e in yaml.safe_load((out / "agent_loops.yaml").read_text())}
+    shipped = {e["name"]: e for e in yaml.safe_load(Path(agent_loop_config_path()).read_text())}
+    settings = {"max_tokens_per_turn": 64}
+    assert loops["toolgym"] == {**shipped["toolgym"], **settings, "template_tools": False}
+    assert loops["toolgym_agent"] == {**shipped["toolgym_agent"], **settings, "agent": default}
+
+    # without a config-level agent: the runner is the default, and only the entry that names one is played
+    # by an agent program
+    alone = load_train_config(_write(tmp_path, MIX.format(agent="null"), "alone.yaml"))
+    assert [alone.env_agent(env) for env in alone.envs] == [None, None, own]
+    assert alone.agent_loop_name == "toolgym" and alone.agent_loops == ("toolgym", "toolgym_agent")
+    plan = launch.plan_run(alone, tmp_path / "alone")
+    assert "agent" not in plan.agent_loop_kwargs  # the rows name their agent; the gateway loop needs none
+
+
+@pytest.mark.parametrize(
+    ("envs", "expected"),
+    [
+        ("[{id: toolgym/Math-v0, agent: nowhere.py:agent}]", ["envs.0.agent", "no agent file at"]),
+        (
+            "[{id: toolgym/Math-v0}, {id: toolgym/Math-v0, agent: 'json:dumps'}]",
+            ["envs.1.agent", "async def"],
+        ),
+        (
+            "[{id: toolgym/Math-v0, agnt: x}]",
+            ["envs.0.agnt", "Did you mean `agent`?", "id, kwargs, weight, agent"],
+        ),
+        (  # template_tools is the runner's setting: false means nothing when agents play every env
+            "[{id: toolgym/Math-v0, agent: AGENT}]\ntemplate_tools: false",
+            ["template_tools"],
+        ),
+    ],
+    ids=["file", "not-async", "typo", "template-tools"],
+)
+def test_bad_env_agents_name_the_entry_and_the_fix(tmp_path, envs, expected):
+    agent = f"{EXAMPLES.parent / 'gateway_agent.py'}:agent"
+    path = _write(tmp_path, f"model: m\nenvs: {envs.replace('AGENT', agent)}\n")
+    with pytest.raises(ValueError) as info:
+        load_train_config(path)
+    for part in expected:
+        assert part in str(info.value)
+
+
+def test_template_tools_false_is_the_runners_when_an_env_opts_out_of_the_agent(tmp_path):
+    agent = f"{EXAMPLES.parent / 'gateway_agent.py'}:agent"
+    text = f"model: m\nagent: {agent}\nenvs: [{{id: toolgym/Math-v0, agent: null}}]\ntemplate_tools: false\n"
+    cfg = load_train_config(_write(tmp_path, text))
+    assert cfg.agent_loops == ("toolgym",) and cfg.template_tools is False
 
 
 def test_the_documented_config_composes(tmp_path):

@@ -60,6 +60,13 @@ def test_the_segments_of_agent_programs_sessions_are_logged():
     assert got["toolgym/segments/mean"] == 1.5 and got["toolgym/dropped_segments/total"] == 2.0
 
 
+def test_the_share_of_samples_agent_programs_played_is_logged():
+    """A run whose envs are played by toolgym's runner and by agent programs mixes both in a batch; each
+    sample says which (``agent_program``)."""
+    rows = [_row("toolgym/Math-v0", 0.0, agent_program=float(i < 3)) for i in range(4)]
+    assert metrics.episode_metrics(_batch(rows))["toolgym/agent_program/mean"] == 0.75
+
+
 def test_rows_from_another_agent_loop_add_nothing():
     assert metrics.episode_metrics({"data_source": np.array(["gsm8k"], dtype=object)}) == {}
     assert metrics.episode_metrics({}) == {}

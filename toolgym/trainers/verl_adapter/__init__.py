@@ -4,7 +4,8 @@
   plays each row's env with the shared episode runner through verl's own vLLM servers.
 - ``ToolgymGatewayAgentLoop`` (``gateway_loop.py``, imports verl): the same rows played by a user's agent
   program (``async def agent(task, base_url, api_key)``) against a gateway on verl's servers, trained on the
-  tokens the gateway recorded (``toolgym train``: the config's ``agent:`` key).
+  tokens the gateway recorded (``toolgym train``: the config's ``agent:`` key, or an env entry's, which
+  mixes rows of both loops in one run).
 - ``export_verl`` (``export.py``): Parquet that verl's ``RLHFDataset`` loads as is (``toolgym export verl``).
 - ``agent_loop_config_path()``: the agent-loop YAML to give verl
   (``actor_rollout_ref.rollout.agent.agent_loop_config_path``).

@@ -14,7 +14,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from toolgym.trainers.train_config import AgentConfig, EnvSpec, JudgeConfig, Logger, env_kwargs_with_turns
+from toolgym.trainers.train_config import (
+    AgentConfig,
+    AgentEnvSpec,
+    EnvSpec,
+    JudgeConfig,
+    Logger,
+    env_kwargs_with_turns,
+)
 from toolgym.trainers.train_config import load_train_config as load_config
 from toolgym.trainers.verl_adapter.names import AGENT_NAME, GATEWAY_AGENT_NAME
 
@@ -25,7 +32,9 @@ GPU_SAVE_FREQ = 50
 
 class TrainConfig(JudgeConfig, AgentConfig):
     """What a GRPO/PPO run over toolgym envs needs; defaults suit one GPU and a ~1.5B instruct model. With
-    ``agent:`` a user's agent program plays the rows (``ToolgymGatewayAgentLoop``)."""
+    ``agent:`` a user's agent program plays the rows (``ToolgymGatewayAgentLoop``); an env entry's own
+    ``agent:`` plays that env's rows (``null``: toolgym's runner), so one run, and one batch, can train both
+    (:meth:`env_agent`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     #: the end of the message for an unknown key: where settings this model does not name go
@@ -33,7 +42,7 @@ class TrainConfig(JudgeConfig, AgentConfig):
 
     #: HF model path or id (``tiny`` is the embedded offline test model)
     model: str
-    envs: list[EnvSpec] = Field(min_length=1)
+    envs: list[AgentEnvSpec] = Field(min_length=1)
     algorithm: Literal["grpo", "ppo"] = "grpo"
 
     # -- data and rollout sizes
@@ -138,10 +147,10 @@ class TrainConfig(JudgeConfig, AgentConfig):
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        if self.agent is not None and self.template_tools is False:
+        if self.template_tools is False and AGENT_NAME not in self.agent_loops:
             raise ValueError(
                 "an agent's tools travel as OpenAI functions, rendered by the chat template: drop "
-                "template_tools: false (it is always on with agent)"
+                "template_tools: false (it is always on with agent; it is toolgym's runner's setting)"
             )
         if self.ppo_mini_batch_size is not None and self.ppo_mini_batch_size > self.train_batch_size:
             raise ValueError(
@@ -179,13 +188,29 @@ class TrainConfig(JudgeConfig, AgentConfig):
         wins; only an env that takes a ``judge`` kwarg gets the judge)."""
         return env_kwargs_with_turns(env, self.max_turns, self.judge)
 
+    def env_agent(self, env: AgentEnvSpec) -> str | None:
+        """The agent program that plays ``env``'s rows: the entry's own ``agent:`` when it sets the key (null:
+        none), else the config's; None is toolgym's runner."""
+        return env.agent_of(self.agent)
+
     @property
     def agent_loop_name(self) -> str:
-        """The agent loop that plays the rows: toolgym's runner, or with ``agent`` the gateway loop."""
+        """verl's default agent loop (for rows without an ``agent_name``; toolgym's rows all name theirs):
+        toolgym's runner, or with ``agent`` the gateway loop."""
         return GATEWAY_AGENT_NAME if self.agent is not None else AGENT_NAME
 
+    @property
+    def agent_loops(self) -> tuple[str, ...]:
+        """The agent loops that play the run's rows: toolgym's runner for the envs without an agent program,
+        the gateway loop for those with one (both, for a mix)."""
+        agents = [self.env_agent(env) for env in self.envs]
+        loops = (AGENT_NAME,) if any(a is None for a in agents) else ()
+        return (*loops, GATEWAY_AGENT_NAME) if any(a is not None for a in agents) else loops
+
     def agent_loop_kwargs(self) -> dict[str, int | bool | str]:
-        """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is)."""
+        """The agent-loop settings the user chose (none: the shipped agent-loop YAML is used as is), for
+        every loop the run uses (``launch.write_agent_loop_config`` gives ``agent`` to the gateway loop
+        only, as the agent of rows that name none, and ``template_tools`` to the runner only)."""
         chosen: dict[str, int | bool | str | None] = {
             "agent": self.agent,
             "max_tokens_per_turn": self.max_tokens_per_turn,
@@ -203,4 +228,4 @@ def load_train_config(path: str | Path) -> TrainConfig:
     return load_config(path, TrainConfig)
 
 
-__all__ = ["GPU_SAVE_FREQ", "EnvSpec", "TrainConfig", "load_train_config"]
+__all__ = ["GPU_SAVE_FREQ", "AgentEnvSpec", "EnvSpec", "TrainConfig", "load_train_config"]

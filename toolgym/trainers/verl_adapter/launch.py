@@ -2,11 +2,13 @@
 
 The overrides are derived, never hand-kept: one prompt/response length feeds ``data.*``, ``rollout.*`` and
 ``max_model_len``; the rollout is async vLLM driven by toolgym's agent loop (with ``agent:``, the gateway
-loop, whose agent-loop YAML entry gets the agent and to which the exported rows are routed); GRPO gets the
-KL loss verl's examples use, PPO a critic. ``--dry-run`` composes the overrides against verl's own Hydra
-config and runs verl's config checks, so a typo or an inconsistent batch size fails in seconds on a laptop
-instead of minutes into a GPU job. A real run exports the train/val Parquet into the run dir, then runs verl
-in a child process whose output streams through and whose exit status is the command's.
+loop, whose agent-loop YAML entry gets the agent and to which the exported rows are routed; an env entry's
+own ``agent:`` routes that env's rows there, each naming its agent, and a mix trains both loops in one
+batch); GRPO gets the KL loss verl's examples use, PPO a critic. ``--dry-run`` composes the overrides
+against verl's own Hydra config and runs verl's config checks, so a typo or an inconsistent batch size
+fails in seconds on a laptop instead of minutes into a GPU job. A real run exports the train/val Parquet
+into the run dir, then runs verl in a child process whose output streams through and whose exit status is
+the command's.
 
 It is one file of some 450 lines because it is one derivation: the config, the plan of overrides it yields,
 the checks against verl's Hydra config and the run are read together when verl changes a key; the command
@@ -29,7 +31,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toolgym.trainers.verl_adapter import AGENT_NAME, agent_loop_config_path, verl_modules_env
+from toolgym.trainers.verl_adapter import (
+    AGENT_NAME,
+    GATEWAY_AGENT_NAME,
+    agent_loop_config_path,
+    verl_modules_env,
+)
 from toolgym.trainers.verl_adapter.config import TrainConfig, load_train_config
 
 VERL_ENTRY = "verl.trainer.main_ppo"
@@ -369,21 +376,22 @@ def check_consistency(cfg: Any) -> None:
 
 
 def prepare_run(cfg: TrainConfig, plan: RunPlan) -> None:
-    """Write what verl will read: the agent-loop YAML (when customised) and the train/val Parquet."""
+    """Write what verl will read: the agent-loop YAML (when customised) and the train/val Parquet (each row
+    routed to the loop that plays its env: toolgym's runner, or the gateway loop with the env's agent)."""
     from toolgym.rollout.keys import EnvRequest, Split
     from toolgym.trainers.verl_adapter.export import export_verl
 
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     if plan.agent_loop_kwargs:
-        write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs, cfg.agent_loop_name)
+        write_agent_loop_config(plan.agent_loop_path, plan.agent_loop_kwargs, cfg.agent_loops)
     envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
+    agents = [cfg.env_agent(e) for e in cfg.envs]
     splits: tuple[tuple[Split, int, Path], ...] = (
         ("train", cfg.train_rows, plan.train_file),
         ("val", cfg.val_rows, plan.val_file),
     )
     for split, n, path in splits:
-        loop = cfg.agent_loop_name
-        written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed, agent_name=loop))
+        written = Path(export_verl(envs, n=n, split=split, out=plan.run_dir, seed=cfg.seed, agents=agents))
         if written.resolve() != path:
             raise RuntimeError(f"export_verl wrote {written}, expected {path}")
         check_prompt_lengths(written, cfg)
@@ -396,8 +404,8 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
     drop those rows silently (and without it, the samples would fail)."""
     from toolgym.trainers.verl_adapter.export import prompt_token_lengths
 
-    tools_in_template = bool(cfg.template_tools) or cfg.agent is not None
-    lengths = prompt_token_lengths(parquet, cfg.model, template_tools=tools_in_template)
+    # the rows an agent program plays always render the tools (prompt_token_lengths reads their agent_name)
+    lengths = prompt_token_lengths(parquet, cfg.model, template_tools=bool(cfg.template_tools))
     over = [n for n in lengths if n > cfg.max_prompt_length]
     if over:
         raise ValueError(
@@ -407,18 +415,26 @@ def check_prompt_lengths(parquet: Path, cfg: TrainConfig) -> None:
         )
 
 
-def write_agent_loop_config(path: Path, kwargs: dict[str, int | bool | str], name: str = AGENT_NAME) -> None:
-    """A copy of the shipped agent-loop YAML with this run's kwargs for the loop ``name`` (Hydra passes them
-    to the loop)."""
+#: (setting, loop) pairs a run's settings skip: ToolgymAgentLoop takes no agent, and the gateway loop always
+#: renders tools
+_NOT_FOR = {("agent", AGENT_NAME), ("template_tools", GATEWAY_AGENT_NAME)}
+
+
+def write_agent_loop_config(
+    path: Path, kwargs: dict[str, int | bool | str], name: str | Sequence[str] = AGENT_NAME
+) -> None:
+    """A copy of the shipped agent-loop YAML with this run's kwargs for the loop ``name`` (or each of several
+    names: Hydra passes them to the loop). ``agent`` goes to the gateway loop only (the agent of the rows
+    that name none), ``template_tools`` to toolgym's runner only (the gateway loop always renders tools)."""
     import yaml
 
+    names = [name] if isinstance(name, str) else list(name)
     entries = yaml.safe_load(Path(agent_loop_config_path()).read_text())
-    for entry in entries:
-        if entry.get("name") == name:
-            entry.update(kwargs)
-            break
-    else:
-        raise RuntimeError(f"the shipped agent-loop YAML has no {name!r} entry")
+    for wanted in names:
+        entry = next((e for e in entries if e.get("name") == wanted), None)
+        if entry is None:
+            raise RuntimeError(f"the shipped agent-loop YAML has no {wanted!r} entry")
+        entry.update({k: v for k, v in kwargs.items() if (k, wanted) not in _NOT_FOR})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(entries, sort_keys=False))
 

@@ -13,9 +13,11 @@ the episode, not in what verl gets back. Both are built by verl once per sample 
 - the verifier's reward is ``reward_score`` (so verl skips its reward loop and puts the reward on the last
   response token, which is always one the model generated).
 - ``extra_fields`` and ``reward_extra_info`` have the same keys for every sample, whichever toolgym loop
-  played it (verl concatenates them across the batch): ``segments`` is 1 for the runner's episodes, and for
-  an agent program the number of segments its session had, of which only the last is trained on
-  (``dropped_segments``, see ``toolgym/trainers/agent_samples.py``).
+  played it (verl concatenates them across the batch, and one batch may hold both: a run whose envs are
+  played by the runner and by agent programs): ``segments`` is 1 for the runner's episodes, and for an
+  agent program the number of segments its session had, of which only the last is trained on
+  (``dropped_segments``, see ``toolgym/trainers/agent_samples.py``); ``agent_program`` is 1 for the samples
+  an agent program played, 0 for the runner's.
 - at most ``max_concurrent_episodes`` episodes run at once per worker (verl starts a whole chunk at once, and
   each episode holds an env: a sandbox session, a search index).
 - with ``dump_dir`` set, every ``dump_every`` steps the first ``dump_episodes`` episodes a worker finishes are
@@ -57,6 +59,9 @@ class ToolgymLoopBase(AgentLoopBase):
         dump_every: dump every N-th step's episodes.
         dump_episodes: episodes per dumped step, per agent-loop worker.
     """
+
+    #: whether this loop's samples are played by a user's agent program (``reward_extra_info.agent_program``)
+    plays_agent_program = False
 
     def __init__(
         self,
@@ -135,7 +140,11 @@ class ToolgymLoopBase(AgentLoopBase):
             exclude_infra_errors=self.exclude_infra_errors,
             max_prompt_tokens=self.prompt_length,
         )
-        segments = {"segments": float(self.segments), "dropped_segments": float(max(self.segments - 1, 0))}
+        segments = {
+            "segments": float(self.segments),
+            "dropped_segments": float(max(self.segments - 1, 0)),
+            "agent_program": float(self.plays_agent_program),
+        }
         return AgentLoopOutput(
             prompt_ids=sample.prompt_ids,
             response_ids=sample.response_ids,

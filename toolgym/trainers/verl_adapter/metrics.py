@@ -14,6 +14,8 @@ agent loop hands verl as ``reward_extra_info``):
 - ``toolgym/segments/mean`` and ``toolgym/dropped_segments/total``: the segments of each sample's session
   (1 for the runner's episodes; an agent program that rewrote its history has more, of which verl trains on
   the last);
+- ``toolgym/agent_program/mean``: the batch's share of samples that a user's agent program played (a run
+  whose envs are played by toolgym's runner and by agent programs mixes both in one batch);
 - ``toolgym/pass_rate`` over the batch and ``toolgym/pass_rate/<env id>`` per env (the rows' ``data_source``,
   without the module of a ``module:id``: a metric name has no colon).
 
@@ -35,6 +37,8 @@ TOTAL_STATS = ("tool_errors", "infra_errors", "verifier_error", "error")
 #: beyond the Trajectory's stats: the segments of each sample's session (an agent program that rewrote its
 #: history has several; verl trains on the last and drops the others: ``gateway_loop.py``)
 SEGMENT_MEANS, SEGMENT_TOTALS = ("segments",), ("dropped_segments",)
+#: which loop played each sample: 1 for an agent program (the gateway loop), 0 for toolgym's runner
+LOOP_MEANS = ("agent_program",)
 #: the verl modules that import ``compute_data_metrics`` and call it once per training step
 TRAINER_MODULES = (
     "verl.trainer.ppo.ray_trainer",
@@ -46,7 +50,7 @@ TRAINER_MODULES = (
 def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
     """toolgym's metrics for one training batch, from its per-episode columns (see the module docstring)."""
     metrics: dict[str, float] = {}
-    means, totals = (*MEAN_STATS, *SEGMENT_MEANS), (*TOTAL_STATS, *SEGMENT_TOTALS)
+    means, totals = (*MEAN_STATS, *SEGMENT_MEANS, *LOOP_MEANS), (*TOTAL_STATS, *SEGMENT_TOTALS)
     columns = {
         key: _floats(non_tensor_batch[key]) for key in (*means, *totals, "passed") if key in non_tensor_batch
     }

@@ -5,6 +5,9 @@ exporter, the launcher and the agent loops all read them)."""
 AGENT_NAME = "toolgym"
 #: the gateway agent loop's (a user's agent program plays the row: ``gateway_loop.py``)
 GATEWAY_AGENT_NAME = "toolgym_agent"
+#: the ``extra_info`` field of a row that a user's agent program plays: the agent's spec
+#: (``module:function`` or ``/path/to/file.py:function``), which the gateway loop loads
+AGENT_FIELD = "agent"
 #: how to write rows the agent loop can play (said by the error a row without an episode key gets)
 ROWS_HINT = (
     "write the data with `toolgym export verl` (or give rows that toolgym's agent loop should not play "
