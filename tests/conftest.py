@@ -107,6 +107,7 @@ VLLM_FILES = frozenset(
     {
         "tests/docs/test_docs_examples.py",
         "tests/examples/test_examples.py",
+        "tests/gateway/test_gateway_vllm.py",
         "tests/rollout/test_openai_http_client.py",
         "tests/rollout/test_episode.py",
         "tests/rollout/test_rollout_commands.py",

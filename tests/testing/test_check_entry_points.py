@@ -26,7 +26,9 @@ class PaysAnyway(gym.Wrapper):
 
 
 def make_paying_calculator(**kwargs):
-    return PaysAnyway(toolgym.envs.calculator.make_calculator_env(**kwargs))
+    from toolgym.envs.calculator import make_calculator_env
+
+    return PaysAnyway(make_calculator_env(**kwargs))
 
 
 @pytest.fixture
