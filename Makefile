@@ -63,7 +63,7 @@ chromium:
 	  echo "chromium: not installed (needs root and apt-get); the viewer's browser test will skip"; }
 
 test: lint chromium
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=20 -m "not core_suite_only"
 
 # -s: each benchmark prints its side-by-side table (ratios measured in the same run)
 bench: $(STAMP)

@@ -41,7 +41,11 @@ def test_make_and_reset_every_builtin_env():
         "import gymnasium as gym, toolgym\n"
         "from toolgym.envs import BUILTIN_ENVS\n"
         "for env_id in BUILTIN_ENVS:\n"
-        "    env = gym.make(env_id); env.reset(seed=0); env.close()"
+        "    try:\n"
+        "        env = gym.make(env_id)\n"
+        "    except ImportError:  # an env whose optional package is not installed (ReasoningGym-v0)\n"
+        "        continue\n"
+        "    env.reset(seed=0); env.close()"
     )
     assert _heavy_after(code) == []
 

@@ -207,7 +207,10 @@ def test_the_procedural_worlds_oracle_scores_one_and_nothing_zero(level):
     e.close()
 
 
+@pytest.mark.core_suite_only
 def test_the_check_kit_passes_swe_v0():
+    """The core suites' check of SWE-v0 with the kit (they do not run tests/testing); the main suite's is
+    tests/testing/test_builtin_envs_pass_the_kit.py, every check with the tiny model's template."""
     from toolgym.testing import check_toolenv
 
     report = check_toolenv("toolgym/SWE-v0", episodes=2, tokenizer=None)
