@@ -220,7 +220,7 @@ def create_app(config: ToolServerConfig | None = None, *, sandbox: Any = None) -
             raise HTTPException(422, f"{n} {what} in one request; the limit is {config.max_batch} (split it)")
 
     @app.post("/get_observation", response_model=ObservationResponse)
-    async def get_observation(request: ObservationRequest) -> ObservationResponse:
+    async def get_observation(request: ObservationRequest) -> Response:
         check_batch(len(request.trajectory_ids), "trajectories")
         started = time.perf_counter()
         await runtime.maybe_sweep()
@@ -230,12 +230,14 @@ def create_app(config: ToolServerConfig | None = None, *, sandbox: Any = None) -
             )
         except TooManySessions as exc:
             raise refuse_busy(exc) from None
-        return ObservationResponse(
+        answer = ObservationResponse(
             observations=[t[0] for t in triples],
             dones=[t[1] for t in triples],
             valids=[t[2] for t in triples],
             processing_time_ms=(time.perf_counter() - started) * 1000,
         )
+        # written by pydantic directly: FastAPI would validate the model it was just built from again
+        return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.get("/tools")
     async def list_tools() -> dict[str, list[ToolInfo]]:
