@@ -102,7 +102,10 @@ class Admission:
             return
         self.queued += 1
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.queue_timeout)
+            if self._slots.locked():  # wait in the queue, at most queue_timeout
+                await asyncio.wait_for(self._slots.acquire(), self.queue_timeout)
+            else:  # a free slot: no timer (wait_for's task and timer cost more than the request's own work)
+                await self._slots.acquire()
         except TimeoutError:
             self.refused += 1
             await _refuse(send, 503, f"overloaded: no slot within {self.queue_timeout:g} s", self.retry_after)

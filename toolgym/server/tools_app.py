@@ -225,9 +225,12 @@ def create_app(config: ToolServerConfig | None = None, *, sandbox: Any = None) -
         started = time.perf_counter()
         await runtime.maybe_sweep()
         try:
-            triples = await asyncio.gather(
-                *(runtime.observe(request, i) for i in range(len(request.actions)))
-            )
+            if len(request.actions) == 1:  # the common case: one trajectory, no gather
+                triples = [await runtime.observe(request, 0)]
+            else:
+                triples = await asyncio.gather(
+                    *(runtime.observe(request, i) for i in range(len(request.actions)))
+                )
         except TooManySessions as exc:
             raise refuse_busy(exc) from None
         answer = ObservationResponse(
