@@ -54,6 +54,7 @@ import psutil
 import pytest
 from openai import AsyncOpenAI
 
+from toolgym.testing.scripted import LOOKUP_TOOLS
 from toolgym.testing.servers import free_port
 from toolgym.testing.vllm_server import TINY_CPU_ARGS, VLLMServer
 from toolgym.tiny_model import tiny_model_path
@@ -65,20 +66,7 @@ CONCURRENCY = (1, 64)
 ROUNDS = {1: 21, 64: 3}
 TURNS, MAX_TOKENS = 3, 32
 SIDES = ("direct", "direct, logprobs", "gateway")
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look a word up.",
-            "parameters": {
-                "type": "object",
-                "properties": {"word": {"type": "string"}},
-                "required": ["word"],
-            },
-        },
-    }
-]
+TOOLS = LOOKUP_TOOLS
 #: vLLM parses tool calls itself on the direct sides, as the gateway does on its own
 SERVER_ARGS = (
     *TINY_CPU_ARGS,

@@ -23,23 +23,10 @@ from toolgym.gateway import Gateway, GatewayConfig
 from toolgym.rewards.numeric import NumericVerifier
 from toolgym.rollout.models import make_renderer
 from toolgym.rollout.session import SessionClosed
-from toolgym.testing.scripted import ScriptedClient, oracle_script
+from toolgym.testing.scripted import LOOKUP_TOOLS, ScriptedClient, oracle_script
 
 CALC = "toolgym/Calculator-v0"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look a word up.",
-            "parameters": {
-                "type": "object",
-                "properties": {"word": {"type": "string"}},
-                "required": ["word"],
-            },
-        },
-    }
-]
+TOOLS = LOOKUP_TOOLS
 
 
 def hermes(call: ToolCall) -> str:

@@ -20,22 +20,10 @@ from openai import AsyncOpenAI
 from toolgym.gateway import Gateway, GatewayConfig
 from toolgym.rollout.clients.openai_http import OpenAICompletionsClient
 from toolgym.rollout.models import make_renderer
+from toolgym.testing.scripted import LOOKUP_TOOLS
 from toolgym.testing.servers import free_port
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look a word up.",
-            "parameters": {
-                "type": "object",
-                "properties": {"word": {"type": "string"}},
-                "required": ["word"],
-            },
-        },
-    }
-]
+TOOLS = LOOKUP_TOOLS
 
 
 class RecordingClient:

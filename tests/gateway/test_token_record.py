@@ -19,22 +19,9 @@ from toolgym.parsers.openai_calls import ToolCallReader
 from toolgym.rollout.clients.base import Sampling
 from toolgym.rollout.models import make_renderer
 from toolgym.rollout.token_record import TokenRecord, same_message
-from toolgym.testing.scripted import ScriptedClient
+from toolgym.testing.scripted import LOOKUP_TOOLS, ScriptedClient
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup",
-            "description": "Look a word up.",
-            "parameters": {
-                "type": "object",
-                "properties": {"word": {"type": "string"}},
-                "required": ["word"],
-            },
-        },
-    }
-]
+TOOLS = LOOKUP_TOOLS
 OTHER_TOOLS = [
     {
         "type": "function",

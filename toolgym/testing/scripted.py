@@ -98,6 +98,23 @@ def script_texts(env: gym.Env, script: Sequence[ToolCall | str]) -> list[str]:
     return [parser.format_call(s) if isinstance(s, ToolCall) else parser.format_answer(s) for s in script]
 
 
+#: one function an OpenAI-style request declares (``tools=``), for tests and benchmarks of tool calling
+#: through an OpenAI endpoint (the gateway): ``lookup(word)``
+LOOKUP_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a word up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"word": {"type": "string"}},
+                "required": ["word"],
+            },
+        },
+    }
+]
+
 #: ``policy(request_id, turn, prompt_text) -> the text of that turn``
 Policy = Callable[[str, int, str], str]
 
