@@ -70,7 +70,6 @@ class Completion:
 
     context: Context
     generation: Generation
-    text: str
     reply: dict[str, Any]
     finish_reason: str
     call: CallRecord
@@ -277,7 +276,6 @@ class GatewayCore:
             reply: dict[str, Any] = {"role": "assistant", "content": content}
             if tool_calls:
                 reply["tool_calls"] = tool_calls
-            if tool_calls:
                 finish = "tool_calls"
             else:
                 finish = "length" if generation.finish_reason == "length" else "stop"
@@ -294,7 +292,7 @@ class GatewayCore:
             session.touch()
         self.completions += 1
         self.tokens_recorded += len(context.added) + len(generation.token_ids)
-        return Completion(context, generation, text, reply, finish, call)
+        return Completion(context, generation, reply, finish, call)
 
     def _max_tokens(self, request: ChatRequest, context_tokens: int) -> int:
         room = self.config.max_model_len - context_tokens
