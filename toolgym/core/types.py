@@ -118,6 +118,11 @@ class Trajectory(BaseModel):
     response_ids: list[int] = Field(default_factory=list)
     response_mask: list[int] = Field(default_factory=list)
     logprobs: list[float] | None = Field(default_factory=list)
+    #: per response token, the version of the weights that sampled it (verl's trainer step), -1 on the tokens
+    #: the policy did not sample (mask 0); ``None`` when the engine does not say (one policy for the whole
+    #: run). An episode that a weight update interrupted (asynchronous training) holds several versions, and
+    #: each sampled token's logprob is the one its own version gave it
+    policy_versions: list[int] | None = None
     #: GRPO bookkeeping: samples of one task share ``group`` and differ in ``sample``
     group: str | None = None
     sample: int = 0
@@ -156,6 +161,13 @@ class Trajectory(BaseModel):
     @property
     def generated_tokens(self) -> int:
         return sum(self.response_mask)
+
+    @property
+    def policy_version_range(self) -> tuple[int, int] | None:
+        """The oldest and newest versions of the weights that sampled this episode's tokens (``None`` when
+        unknown or nothing was sampled): two different ones mean a weight update interrupted the episode."""
+        sampled = [v for v in self.policy_versions or () if v >= 0]
+        return (min(sampled), max(sampled)) if sampled else None
 
     # serialized, so a JSONL reader sees it without recomputing (mypy does not take a decorator over
     # @property; pydantic's docs use this ignore)

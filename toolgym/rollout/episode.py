@@ -103,6 +103,9 @@ class _Episode:
         self.response_ids: list[int] = []
         self.mask: list[int] = []
         self.logprobs: list[float] | None = []
+        #: per response token, the weights' version that sampled it (-1: not sampled); None once a turn's
+        #: engine did not say
+        self.versions: list[int] | None = []
         self.stop_reason: str | None = None
         self.gen_s = self.env_s = 0.0
         self.step_s: list[float] = []
@@ -149,7 +152,7 @@ class _Episode:
             self.gen_s += time.perf_counter() - t
             if gen.finish_reason in ("abort", "error"):  # not the policy's turn: nothing to step or train
                 raise ClientError(f"the engine ended turn {turn} with {gen.finish_reason!r}")
-            self._append(gen.token_ids, 1, gen.logprobs)
+            self._append(gen.token_ids, 1, gen.logprobs, gen.policy_versions)
             turn += 1
 
             action = await self._off_loop(renderer.action_text, gen.token_ids)
@@ -166,7 +169,7 @@ class _Episode:
             if len(extra) >= room:  # the observation does not fit: the episode ends on the model's turn
                 self.stop_reason = "length"
                 return
-            self._append(extra, 0, None)
+            self._append(extra, 0, None, None)
 
     def _observation_ids(
         self, generated: list[int], messages: list[dict], before: int, tools: list
@@ -176,15 +179,21 @@ class _Episode:
             messages[: before + 1], messages[before + 1 :], tools
         )
 
-    def _append(self, ids: list[int], mask: int, logprobs: list[float] | None) -> None:
+    def _append(
+        self, ids: list[int], mask: int, logprobs: list[float] | None, versions: list[int] | None
+    ) -> None:
         self.response_ids += ids
         self.mask += [mask] * len(ids)
         if mask == 0:
-            logprobs = [0.0] * len(ids)
+            logprobs, versions = [0.0] * len(ids), [-1] * len(ids)
         if logprobs is None or self.logprobs is None:  # one turn without logprobs: the episode has none
             self.logprobs = None
         else:
             self.logprobs += logprobs
+        if versions is None or self.versions is None:  # an engine that does not say: no versions at all
+            self.versions = None
+        else:
+            self.versions += versions
 
     def _tokenizer_name(self) -> str | None:
         name = getattr(self.renderer.tokenizer, "name_or_path", None)
@@ -196,6 +205,8 @@ class _Episode:
             self.response_ids.pop()
             if self.logprobs is not None:
                 self.logprobs.pop()
+            if self.versions is not None:
+                self.versions.pop()
 
     def result(self) -> Trajectory:
         self._trim_trailing_observation()
@@ -227,6 +238,8 @@ class _Episode:
             "response_ids": self.response_ids,
             "response_mask": self.mask,
             "logprobs": self.logprobs,
+            # nothing sampled yet: unknown, not "no versions"
+            "policy_versions": self.versions if self.versions and 1 in self.mask else None,
             "generation_s": self.gen_s,
             "env_s": self.env_s,
             "wait_s": self.waits.seconds,

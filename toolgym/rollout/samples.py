@@ -21,7 +21,9 @@ from toolgym.rollout.clients.base import Sampling
 @dataclass(frozen=True)
 class TrainerSample:
     """One episode as a trainer's batch row: the prompt and response token ids, the loss mask (1 exactly on
-    the tokens the policy sampled), their logprobs, and the reward (``None`` for an untrainable episode)."""
+    the tokens the policy sampled), their logprobs, the reward (``None`` for an untrainable episode), and
+    per response token the weights' version that sampled it (``Trajectory.policy_versions``; -1 where
+    nothing was sampled, ``None`` when the engine did not say)."""
 
     prompt_ids: list[int]
     response_ids: list[int]
@@ -29,6 +31,7 @@ class TrainerSample:
     logprobs: list[float] | None
     reward: float | None
     trainable: bool
+    policy_versions: list[int] | None = None
 
 
 def trainer_sample(
@@ -55,9 +58,11 @@ def trainer_sample(
     response = list(traj.response_ids)
     mask = traj.training_mask_for(exclude_infra_errors)
     logprobs = list(traj.logprobs) if traj.logprobs is not None else None
+    versions = list(traj.policy_versions) if traj.policy_versions is not None else None
     if not response:
         response, mask = [filler_id], [0]
         logprobs = [0.0] if logprobs is not None else None
+        versions = None
     return TrainerSample(
         prompt_ids=prompt or [filler_id],
         response_ids=response,
@@ -65,6 +70,7 @@ def trainer_sample(
         logprobs=logprobs,
         reward=float(traj.reward) if trainable else None,
         trainable=trainable,
+        policy_versions=versions,
     )
 
 

@@ -137,10 +137,12 @@ class TokenRecord:
             index = context.segment
             segment = self.segments[index]
             traj = segment.trajectory
-            _extend(traj, context.added, [0] * len(context.added), [0.0] * len(context.added))
+            added = len(context.added)
+            _extend(traj, context.added, [0] * added, [0.0] * added, [-1] * added)
         sampled = list(generation.token_ids)
         logprobs = list(generation.logprobs) if generation.logprobs is not None else None
-        _extend(traj, sampled, [1] * len(sampled), logprobs)
+        versions = list(generation.policy_versions) if generation.policy_versions is not None else None
+        _extend(traj, sampled, [1] * len(sampled), logprobs, versions, first=context.segment is None)
         traj.turns.append(Turn(action=self.renderer.action_text(sampled), parsed=parsed))
         traj.generation_s += generation_s
         traj.stop_reason = "length" if generation.finish_reason == "length" else None
@@ -189,7 +191,17 @@ class TokenRecord:
         return {"segments": out, "restarts": list(self.restarts)}
 
 
-def _extend(traj: Trajectory, ids: list[int], mask: list[int], logprobs: list[float] | None) -> None:
+def _extend(
+    traj: Trajectory,
+    ids: list[int],
+    mask: list[int],
+    logprobs: list[float] | None,
+    versions: list[int] | None,
+    *,
+    first: bool = False,
+) -> None:
+    """Append to a segment's response; its logprobs (and the weights' versions) stay only while every call's
+    engine gave them. A segment's first sampled ids start its versions (a new Trajectory has none)."""
     traj.response_ids.extend(ids)
     traj.response_mask.extend(mask)
     if traj.logprobs is not None:
@@ -197,6 +209,10 @@ def _extend(traj: Trajectory, ids: list[int], mask: list[int], logprobs: list[fl
             traj.logprobs = None  # the engine stopped giving logprobs: none for the segment
         else:
             traj.logprobs.extend(logprobs)
+    if first:
+        traj.policy_versions = versions
+    elif traj.policy_versions is not None:
+        traj.policy_versions = None if versions is None else [*traj.policy_versions, *versions]
 
 
 def _why_not_extending(

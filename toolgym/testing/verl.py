@@ -120,6 +120,55 @@ class ClientServerStandIn(_Recording):
         return self._record(request_id, list(gen.token_ids), lps)
 
 
+class VersionedServerStandIn(_Recording):
+    """verl's server during fully-asynchronous training, over toolgym ``LLMClient`` s: ``policies[v]`` samples
+    with the weights of version ``v`` (a ``global_steps`` as verl's servers report it). After
+    ``update_after[0]`` tokens sampled in all, the weights move to the next version: the request in flight
+    then is aborted at that token (``stop_reason="aborted"``, what it sampled so far), as verl's
+    ``abort_all_requests`` does when the trainer syncs weights, and what comes next is sampled by the next
+    policy; and so on for each entry of ``update_after``. ``generations`` records each attempt with its
+    version."""
+
+    def __init__(self, policies: Sequence[LLMClient], update_after: Sequence[int]):
+        super().__init__()
+        if len(update_after) != len(policies) - 1:
+            raise ValueError("one update point per policy after the first")
+        self.policies = list(policies)
+        self.updates = list(update_after)
+        self.sampled = 0
+        #: request id -> [(version, token_ids, logprobs, aborted), ...] per attempt
+        self.attempts: dict[str, list[tuple[int, list[int], list[float] | None, bool]]] = defaultdict(list)
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ) -> Any:
+        params = dict(sampling_params)
+        self.requests.append(dict(params))
+        version = self.global_steps
+        budget = int(params["max_tokens"])
+        until_update = self.updates[version] - self.sampled if version < len(self.updates) else budget
+        sampling = Sampling(
+            max_tokens=max(1, min(budget, until_update)),
+            temperature=params.get("temperature", 1.0),
+            top_p=params.get("top_p", 1.0),
+            top_k=params.get("top_k", -1),
+            stop=tuple(params.get("stop") or ()),
+            seed=params.get("seed"),
+        )
+        gen = await self.policies[version].generate(list(prompt_ids), sampling, request_id)
+        ids = list(gen.token_ids)
+        lps = gen.logprobs if params.get("logprobs") else None
+        self.sampled += len(ids)
+        aborted = version < len(self.updates) and self.sampled >= self.updates[version] and len(ids) < budget
+        if version < len(self.updates) and self.sampled >= self.updates[version]:
+            self.global_steps += 1  # the trainer synced new weights: in-flight requests were aborted
+        self.attempts[request_id].append((version, ids, lps, aborted))
+        self.generations[request_id].append((ids, lps))
+        steps = {key: version for key in ("global_steps", "min_global_steps", "max_global_steps")}
+        stop = "aborted" if aborted else "completed"
+        return TokenOutput(token_ids=ids, log_probs=lps, stop_reason=stop, extra_fields=steps)
+
+
 def verl_config(
     model: str = "tiny",
     *,
@@ -176,7 +225,14 @@ def dataset_batch(parquet: str | Path, config: Any, tokenizer: Any, group_size: 
     return batch.repeat(repeat_times=group_size, interleave=True)
 
 
-__all__ = ["ClientServerStandIn", "VLLMServerStandIn", "agent_loop_worker", "dataset_batch", "verl_config"]
+__all__ = [
+    "ClientServerStandIn",
+    "VLLMServerStandIn",
+    "VersionedServerStandIn",
+    "agent_loop_worker",
+    "dataset_batch",
+    "verl_config",
+]
 
 
 class InvertedMaskAgentLoop(ToolgymAgentLoop):

@@ -40,6 +40,12 @@ class Generation(BaseModel):
     ``finish_reason`` is ``stop`` for an EOS token or a stop string (``stop_text`` then says which string) and
     ``length`` when ``max_tokens`` ran out. ``logprobs`` is ``None`` only when the engine was asked not to
     compute them (verl with ``calculate_log_probs=False``); otherwise there is exactly one per token.
+
+    ``policy_versions`` is, per token, the version of the weights that sampled it (verl's trainer step), for
+    an engine whose weights change during a run and that says which it used (verl's servers); ``None``
+    otherwise. A generation that a weight update interrupted and that resumed under the new weights
+    (asynchronous training's partial rollouts) holds two versions, each token's logprob from the weights that
+    sampled it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -48,13 +54,16 @@ class Generation(BaseModel):
     logprobs: list[float] | None
     finish_reason: FinishReason
     stop_text: str | None = None
+    policy_versions: list[int] | None = None
 
     @model_validator(mode="after")
     def _one_logprob_per_token(self) -> Generation:
-        if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
-            raise ValueError(
-                f"{len(self.token_ids)} token ids but {len(self.logprobs)} logprobs: need one per token"
-            )
+        for name in ("logprobs", "policy_versions"):
+            values = getattr(self, name)
+            if values is not None and len(values) != len(self.token_ids):
+                raise ValueError(
+                    f"{len(self.token_ids)} token ids but {len(values)} {name}: need one per token"
+                )
         return self
 
 

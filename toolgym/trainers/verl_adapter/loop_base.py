@@ -18,6 +18,12 @@ the episode, not in what verl gets back. Both are built by verl once per sample 
   agent program the number of segments its session had, of which only the last is trained on
   (``dropped_segments``, see ``toolgym/trainers/agent_samples.py``); ``agent_program`` is 1 for the samples
   an agent program played, 0 for the runner's.
+- each response token carries the version of the weights that sampled it (``extra_fields.policy_versions``,
+  -1 where nothing was sampled) beside the logprob those weights gave it (``response_logprobs``, which
+  verl's bypass mode trains on as the old policy's): in fully-asynchronous training with partial rollouts a
+  weight update may interrupt an episode, which then resumes under the new weights with its env as it was
+  (the episode's env and sandbox session live on through the wait); ``min_global_steps`` and
+  ``max_global_steps`` are the oldest and newest of them, and ``resumed_generations`` counts the resumes.
 - at most ``max_concurrent_episodes`` episodes run at once per worker (verl starts a whole chunk at once, and
   each episode holds an env: a sandbox session, a search index).
 - with ``dump_dir`` set, every ``dump_every`` steps the first ``dump_episodes`` episodes a worker finishes are
@@ -126,6 +132,7 @@ class ToolgymLoopBase(AgentLoopBase):
             self.server_manager,
             logprobs=bool(sampling_params.get("logprobs", True)),
             priority=int(kwargs.get("priority", 0) or 0),
+            resume_aborted=partial_rollout(self.config),
         )
 
     def _offer_dump(self, traj: Trajectory, client: VerlServerClient) -> None:
@@ -144,6 +151,8 @@ class ToolgymLoopBase(AgentLoopBase):
             "segments": float(self.segments),
             "dropped_segments": float(max(self.segments - 1, 0)),
             "agent_program": float(self.plays_agent_program),
+            # generations a weight update interrupted and that resumed under the new weights
+            "resumed_generations": float(client.resumed),
         }
         return AgentLoopOutput(
             prompt_ids=sample.prompt_ids,
@@ -160,10 +169,20 @@ class ToolgymLoopBase(AgentLoopBase):
                 "tool_rewards": [],
                 "min_global_steps": client.min_global_steps,
                 "max_global_steps": client.max_global_steps,
+                # per response token, the weights' version that sampled it (-1: not sampled), beside the
+                # logprobs those weights gave (``response_logprobs``: verl's bypass mode trains on them)
+                "policy_versions": sample.policy_versions,
                 "toolgym_error": traj.error or "",
                 "toolgym_stop_reason": traj.stop_reason or "",
             },
         )
 
 
-__all__ = ["ToolgymLoopBase"]
+def partial_rollout(trainer_config: Any) -> bool:
+    """Whether a generation a weight update aborted resumes under the new weights: verl's fully-async
+    trainer with ``async_training.partial_rollout`` (its other trainers never abort a generation)."""
+    settings = trainer_config.get("async_training") if hasattr(trainer_config, "get") else None
+    return bool(settings is not None and settings.get("partial_rollout", False))
+
+
+__all__ = ["ToolgymLoopBase", "partial_rollout"]

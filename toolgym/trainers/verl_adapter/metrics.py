@@ -17,7 +17,15 @@ agent loop hands verl as ``reward_extra_info``):
 - ``toolgym/agent_program/mean``: the batch's share of samples that a user's agent program played (a run
   whose envs are played by toolgym's runner and by agent programs mixes both in one batch);
 - ``toolgym/pass_rate`` over the batch and ``toolgym/pass_rate/<env id>`` per env (the rows' ``data_source``,
-  without the module of a ``module:id``: a metric name has no colon).
+  without the module of a ``module:id``: a metric name has no colon);
+- how old the samples' weights are (:func:`staleness_metrics`): ``toolgym/staleness/mean`` and ``/max``,
+  per sample the trainer's weights version when it took the batch less the oldest version that sampled
+  one of the sample's tokens (0 in synchronous training, 1 one step off the policy, up to the staleness
+  threshold in fully-async training), ``toolgym/stale_samples/total`` (staleness >= 1),
+  ``toolgym/mixed_version_samples/total`` (samples sampled by two or more versions: a weight update
+  interrupted them and they resumed) and ``toolgym/resumed_generations/total``. The samples verl's
+  fully-async rollouter dropped as too stale never reach a batch: verl counts them itself
+  (``fully_async/count/dropped_stale_samples``), beside these in the same step's metrics.
 
 Rows that did not come from toolgym's agent loop carry none of these keys, and nothing is added for them.
 """
@@ -25,6 +33,7 @@ Rows that did not come from toolgym's agent loop carry none of these keys, and n
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +45,7 @@ MEAN_STATS = ("turns", "tool_calls", "tool_errors", "infra_errors", "verifier_er
 TOTAL_STATS = ("tool_errors", "infra_errors", "verifier_error", "error")
 #: beyond the Trajectory's stats: the segments of each sample's session (an agent program that rewrote its
 #: history has several; verl trains on the last and drops the others: ``gateway_loop.py``)
-SEGMENT_MEANS, SEGMENT_TOTALS = ("segments",), ("dropped_segments",)
+SEGMENT_MEANS, SEGMENT_TOTALS = ("segments",), ("dropped_segments", "resumed_generations")
 #: which loop played each sample: 1 for an agent program (the gateway loop), 0 for toolgym's runner
 LOOP_MEANS = ("agent_program",)
 #: the verl modules that import ``compute_data_metrics`` and call it once per training step
@@ -71,6 +80,40 @@ def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
+def staleness_metrics(non_tensor_batch: Mapping[str, Any], trainer_version: int | None) -> dict[str, float]:
+    """How many weight updates behind ``trainer_version`` each sample's oldest token was sampled (see the
+    module docstring), from the ``min_global_steps``/``max_global_steps`` columns toolgym's agent loops (and
+    verl's) fill; nothing when the trainer's version or the samples' are unknown."""
+    lows, highs = non_tensor_batch.get("min_global_steps"), non_tensor_batch.get("max_global_steps")
+    if trainer_version is None or lows is None or highs is None:
+        return {}
+    pairs = [
+        (int(lo), int(hi)) for lo, hi in zip(lows, highs, strict=False) if lo is not None and hi is not None
+    ]
+    if not pairs:
+        return {}
+    staleness = np.array([trainer_version - lo for lo, _ in pairs], dtype=np.float64)
+    return {
+        "toolgym/staleness/mean": float(staleness.mean()),
+        "toolgym/staleness/max": float(staleness.max()),
+        "toolgym/stale_samples/total": float((staleness >= 1).sum()),
+        "toolgym/mixed_version_samples/total": float(sum(hi > lo for lo, hi in pairs)),
+    }
+
+
+def trainer_weights_version(trainer: Any) -> int | None:
+    """The version of the weights ``trainer`` (verl's, the caller of ``compute_data_metrics``) last gave
+    its rollout servers when it took the batch: fully-async's ``current_param_version`` as its step's metrics
+    recorded it then (it moves on before the metrics are computed); for the others the previous step (step N
+    rolls out with the weights step N-1 published: one step off the policy rolls out step N+1's batch with
+    them too)."""
+    metrics = getattr(trainer, "metrics", None)
+    if isinstance(metrics, Mapping) and "fully_async/count/current_param_version" in metrics:
+        return int(metrics["fully_async/count/current_param_version"])
+    step = getattr(trainer, "global_steps", None)
+    return int(step) - 1 if isinstance(step, int) else None
+
+
 def _floats(values: Any) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
@@ -79,7 +122,11 @@ def _with_episode_metrics(compute_data_metrics):
     @functools.wraps(compute_data_metrics)
     def wrapper(batch, *args, **kwargs):
         metrics = compute_data_metrics(batch, *args, **kwargs)
-        metrics.update(episode_metrics(getattr(batch, "non_tensor_batch", None) or {}))
+        columns = getattr(batch, "non_tensor_batch", None) or {}
+        metrics.update(episode_metrics(columns))
+        # verl's trainers call this from a method of theirs: the caller's ``self`` is the trainer
+        trainer = sys._getframe(1).f_locals.get("self")
+        metrics.update(staleness_metrics(columns, trainer_weights_version(trainer)))
         return metrics
 
     wrapper.__toolgym_wrapped__ = True  # type: ignore[attr-defined]  # a marker: wrap verl's function once
