@@ -22,6 +22,9 @@ catalogue (``toolgym list``, the env check kit): it is a fixture for trainers, n
 
 from __future__ import annotations
 
+import time
+import zlib
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -57,7 +60,12 @@ class ProbeTool(Tool):
         # renders the same prompt (benchmarks/bench_verl_native_loop.py)
         note: str
 
+    #: seconds the next call sleeps (the env sets it per task: ``make_probe_env(tool_latency=...)``)
+    latency = 0.0
+
     def run(self, args: Any) -> ToolResult:
+        if self.latency > 0:
+            time.sleep(self.latency)
         return ToolResult(name=self.name, output="probed")
 
 
@@ -98,9 +106,25 @@ class ProbeParser(ActionParser):
 
 
 class ProbeEnv(ToolEnv):
-    """A ``ToolEnv`` whose parser knows whether it reads the first turn."""
+    """A ``ToolEnv`` whose parser knows whether it reads the first turn, and whose probe takes the task's
+    latency (``tool_latency``)."""
 
     parser: ProbeParser
+
+    def __init__(self, *args: Any, tool_latency: Sequence[float] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        if any(s < 0 for s in tool_latency):
+            raise ValueError(f"tool_latency must hold seconds >= 0, got {list(tool_latency)}")
+        self.tool_latency = tuple(float(s) for s in tool_latency)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        observation, info = super().reset(seed=seed, options=options)
+        if self.tool_latency and self.task is not None:
+            index = zlib.crc32(self.task.id.encode())
+            probe = self.tools[ProbeTool.name]
+            assert isinstance(probe, ProbeTool)
+            probe.latency = self.tool_latency[index % len(self.tool_latency)]
+        return observation, info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         self.parser.first_turn = self.trajectory is None or not self.trajectory.turns
@@ -123,7 +147,10 @@ def _task(seed: int) -> Task:
     return Task(id=str(seed), prompt="Go.", answer="a word starting with s or t")
 
 
-def make_probe_env(max_turns: int = 2, **env_kwargs: Any) -> ProbeEnv:
+def make_probe_env(max_turns: int = 2, tool_latency: Sequence[float] = (), **env_kwargs: Any) -> ProbeEnv:
+    """The probe env; ``tool_latency``: seconds each task's probe call takes, a task getting one of them by
+    its id (e.g. mostly short with a few long ones: the long tail of real tool calls, for measuring how a
+    trainer copes with slow episodes: ``benchmarks/bench_verl_async.py``)."""
     tools = [ProbeTool()]
     env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return ProbeEnv(
@@ -132,6 +159,7 @@ def make_probe_env(max_turns: int = 2, **env_kwargs: Any) -> ProbeEnv:
         ProbeVerifier(),
         ProbeParser(tools),
         max_turns=max_turns,
+        tool_latency=tool_latency,
         **env_kwargs,
     )
 

@@ -2,13 +2,17 @@
 run through ``VERL_USE_EXTERNAL_MODULES`` (``trace_env(dir)``), it writes one JSON line per event into
 ``dir``, one file per process.
 
+Each event has its ``start`` and end (``time``) in seconds since the epoch: a run's timeline (when episodes
+ran, when the actor trained; ``benchmarks/bench_verl_async.py`` draws it).
+
 - ``train``: each actor update on each rank (``TrainingWorker.train_mini_batch``, called once per rank with
   that rank's share of the batch): the rank, the data-parallel size, a fingerprint of every row it trained on,
   and, after the update, two checksums of the policy: of the whole model (gathered from every shard: what the
   rank computes its next forward with) and of the rank's own shard.
 - ``episode``: each episode of toolgym's agent loop: the process, the Ray node and the agent-loop worker it
   ran in (its tools run there too), the fingerprint of its tokens (prompt then response, as the ranks
-  fingerprint the rows they train on) and whether it passed.
+  fingerprint the rows they train on), whether it passed, and the oldest and newest versions of the weights
+  that sampled it.
 
 Nothing changes unless ``TOOLGYM_VERL_TRACE`` names a directory; the wrappers add a gather of the weights per
 update (test sizes only) and never alter what they wrap.
@@ -106,6 +110,7 @@ def _trace_training(module: types.ModuleType) -> None:
         if type(data).__name__ == "DataProtoFuture":  # what verl's own wrapper would materialize
             data = data.get()
         rows = _row_fingerprints(data)
+        start = time.time()
         output = original(self, data, *args, **kwargs)
         whole, shard = _policy_checksums(self.engine)
         _write(
@@ -118,6 +123,7 @@ def _trace_training(module: types.ModuleType) -> None:
             policy=whole,
             shard=shard,
             node=_ray_node(),
+            start=start,
         )
         return output
 
@@ -129,10 +135,20 @@ def _trace_episodes(module: types.ModuleType) -> None:
 
     @functools.wraps(original)
     async def run(self, *args, **kwargs):
+        start = time.time()
         output = await original(self, *args, **kwargs)
-        info = (output.extra_fields or {}).get("reward_extra_info", {})
+        extra = output.extra_fields or {}
+        info = extra.get("reward_extra_info", {})
         tokens = fingerprint([*output.prompt_ids, *output.response_ids])
-        _write("episode", node=_ray_node(), tokens=tokens, passed=info.get("passed"), turns=info.get("turns"))
+        _write(
+            "episode",
+            node=_ray_node(),
+            tokens=tokens,
+            passed=info.get("passed"),
+            turns=info.get("turns"),
+            start=start,
+            versions=[extra.get("min_global_steps"), extra.get("max_global_steps")],
+        )
         return output
 
     module.ToolgymAgentLoop.run = run

@@ -166,5 +166,7 @@ def test_staleness_metrics_count_each_sample_against_the_trainers_weights():
     )
     sync = SimpleNamespace(metrics={}, global_steps=3)
 
+    OneStepOffRayTrainer = type("OneStepOffRayTrainer", (), {"metrics": {}, "global_steps": 3})
     assert trainer_weights_version(fully_async) == 4 and trainer_weights_version(sync) == 2
+    assert trainer_weights_version(OneStepOffRayTrainer()) == 3
     assert trainer_weights_version(object()) is None

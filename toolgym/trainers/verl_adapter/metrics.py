@@ -102,16 +102,23 @@ def staleness_metrics(non_tensor_batch: Mapping[str, Any], trainer_version: int 
 
 
 def trainer_weights_version(trainer: Any) -> int | None:
-    """The version of the weights ``trainer`` (verl's, the caller of ``compute_data_metrics``) last gave
-    its rollout servers when it took the batch: fully-async's ``current_param_version`` as its step's metrics
-    recorded it then (it moves on before the metrics are computed); for the others the previous step (step N
-    rolls out with the weights step N-1 published: one step off the policy rolls out step N+1's batch with
-    them too)."""
+    """The version label (verl's ``global_steps`` as its rollout servers report it) of the weights
+    ``trainer`` (verl's, the caller of ``compute_data_metrics``) held when it took the batch:
+
+    - fully-async: ``current_param_version`` as its step's metrics recorded it then (it moves on before the
+      metrics are computed);
+    - one step off the policy: the step itself (step N publishes its weights under N before it trains, and
+      trains on the batch rolled out under N-1);
+    - synchronous: the step before (step N rolls out with the weights step N-1 published under N-1).
+    """
     metrics = getattr(trainer, "metrics", None)
     if isinstance(metrics, Mapping) and "fully_async/count/current_param_version" in metrics:
         return int(metrics["fully_async/count/current_param_version"])
     step = getattr(trainer, "global_steps", None)
-    return int(step) - 1 if isinstance(step, int) else None
+    if not isinstance(step, int):
+        return None
+    one_step_off = any(k.__name__ == "OneStepOffRayTrainer" for k in type(trainer).__mro__)
+    return step if one_step_off else step - 1
 
 
 def _floats(values: Any) -> np.ndarray:
