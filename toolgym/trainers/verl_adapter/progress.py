@@ -28,6 +28,7 @@ COLUMNS = (
     ("tool errors", "toolgym/tool_errors/total", "{:.0f}"),
     ("infra errors", "toolgym/infra_errors/total", "{:.0f}"),
     ("verifier errors", "toolgym/verifier_error/total", "{:.0f}"),
+    ("staleness", "toolgym/staleness/mean", "{:.2f}"),
     ("step s", "timing_s/step", "{:.1f}"),
 )
 PASS_RATE_OF_ENV = "toolgym/pass_rate/"
