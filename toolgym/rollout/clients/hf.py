@@ -211,12 +211,14 @@ class HFClient:
             logits = out.logits[:, -1, :].float()
             logprobs = torch.log_softmax(logits, dim=-1)
             next_ids = torch.full((len(rows),), self.pad_id, dtype=torch.long)
-            for i, row in enumerate(rows):
-                if row.finish_reason is not None:
-                    continue
-                token = _sample(_penalized(logits[i], row), row.request.sampling, row.generator)
+            live = [i for i, row in enumerate(rows) if row.finish_reason is None]
+            tokens = _draw(logits, rows, live)
+            # one copy to the host for the whole batch (a copy per row waited on the device each time)
+            chosen = logprobs[torch.tensor(live, device=logits.device), tokens].tolist()
+            for i, token, logprob in zip(live, tokens.tolist(), chosen, strict=True):
+                row = rows[i]
                 row.token_ids.append(token)
-                row.logprobs.append(float(logprobs[i, token]))
+                row.logprobs.append(float(logprob))
                 next_ids[i] = token
                 self._check_finished(row, token)
             if all(row.finish_reason is not None for row in rows):
@@ -334,21 +336,48 @@ def _penalized(logits: torch.Tensor, row: _Row) -> torch.Tensor:
     return RepetitionPenaltyLogitsProcessor(penalty)(seen, logits[None].clone())[0]
 
 
-def _sample(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator) -> int:
-    """One token from one row of raw logits: greedy at temperature 0, else temperature, top-k, top-p."""
+def _draw(logits: torch.Tensor, rows: list[_Row], live: list[int]) -> torch.Tensor:
+    """One token for each of the rows ``live`` (indices into ``rows`` and ``logits``), left on the device:
+    rows with the same settings and no repetition penalty are transformed together, each drawing from its
+    own generator."""
+    groups: dict[tuple[float, int, float], list[int]] = {}
+    alone: list[int] = []
+    for i in live:
+        sampling = rows[i].request.sampling
+        if sampling.repetition_penalty != 1.0:
+            alone.append(i)
+        else:
+            groups.setdefault((sampling.temperature, sampling.top_k, sampling.top_p), []).append(i)
+    tokens = torch.empty(len(rows), dtype=torch.long, device=logits.device)
+    for members in groups.values():
+        sampling = rows[members[0]].request.sampling
+        index = torch.tensor(members, device=logits.device)
+        tokens[index] = _sample(logits[index], sampling, [rows[i].generator for i in members])
+    for i in alone:
+        row = rows[i]
+        tokens[i] = _sample(_penalized(logits[i], row)[None], row.request.sampling, [row.generator])[0]
+    return tokens[torch.tensor(live, device=logits.device)]
+
+
+def _sample(logits: torch.Tensor, sampling: Sampling, generators: list[torch.Generator]) -> torch.Tensor:
+    """One token per row of raw logits (rows sharing ``sampling``), on the device: greedy at temperature 0,
+    else temperature, top-k, top-p, then a draw from each row's own generator. The draw is
+    ``torch.multinomial``'s own for one sample (argmax of the probabilities over exponential noise from the
+    generator: each token wins with its probability), done per row without waiting on the device."""
     if sampling.temperature == 0:
-        return int(torch.argmax(logits))
+        return torch.argmax(logits, dim=-1)
     scores = logits / sampling.temperature
-    if 0 < sampling.top_k < scores.numel():
-        kth = torch.topk(scores, sampling.top_k).values[-1]
+    if 0 < sampling.top_k < scores.shape[-1]:
+        kth = torch.topk(scores, sampling.top_k, dim=-1).values[:, -1:]
         scores = scores.masked_fill(scores < kth, float("-inf"))
     if sampling.top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=True)
+        sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
         sorted_probs = torch.softmax(sorted_scores, dim=-1)
         drop = sorted_probs.cumsum(-1) - sorted_probs >= sampling.top_p  # mass before it; keeps the top one
-        scores = scores.scatter(0, order, sorted_scores.masked_fill(drop, float("-inf")))
+        scores = scores.scatter(-1, order, sorted_scores.masked_fill(drop, float("-inf")))
     probs = torch.softmax(scores, dim=-1)
-    return int(torch.multinomial(probs, 1, generator=generator))
+    noise = torch.stack([torch.empty_like(probs[0]).exponential_(1, generator=g) for g in generators])
+    return torch.argmax(probs / noise, dim=-1)
 
 
 def _first_stop(text: str, stops: tuple[str, ...]) -> str | None:
