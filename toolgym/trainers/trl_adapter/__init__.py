@@ -10,7 +10,12 @@
 - ``environment_factory(env)`` (``environment.py``): TRL's recommended path instead, a class whose methods
   are the env's tools, which TRL's own tool-call loop drives; ``environment_reward`` (the env's verifier on
   the final answer) and ``environment_dataset(env, n)`` (rows pinning the tasks) go with it.
-- ``toolgym train --trainer trl --config FILE.yaml`` (``launch.py``, ``config.py``): one YAML in, a GRPO run.
+- ``ToolgymAsyncGRPOTrainer`` (``async_grpo.py``, ``async_rollout.py``): TRL's asynchronous GRPO
+  (``trl.experimental.async_grpo``) on toolgym envs, with ``env=`` (toolgym's episode runner) or
+  ``environment_factory=`` (TRL's tool-call loop), the verifiers' rewards and the staleness logged; on a CPU
+  too (the weights reach the vLLM server as a file, ``FileWeightTransfer``).
+- ``toolgym train --trainer trl --config FILE.yaml`` (``launch.py``, ``config.py``): one YAML in, a GRPO run
+  (``mode: async``: the asynchronous trainer).
 - ``toolgym-debug/Probe-v0`` (``toolgym.testing.probe``), an env a model with random weights learns in
   seconds, checks this adapter's wiring (and verl's) by learning.
 
@@ -31,6 +36,9 @@ _LAZY = {
     "environment_factory": "toolgym.trainers.trl_adapter.environment",
     "environment_reward": "toolgym.trainers.trl_adapter.environment",
     "environment_dataset": "toolgym.trainers.trl_adapter.environment",
+    "ToolgymAsyncGRPOTrainer": "toolgym.trainers.trl_adapter.async_grpo",
+    "FileWeightTransfer": "toolgym.trainers.trl_adapter.async_grpo",
+    "ToolgymRolloutLoop": "toolgym.trainers.trl_adapter.async_rollout",
 }
 
 
@@ -44,7 +52,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "EpisodeKey",
+    "FileWeightTransfer",
+    "ToolgymAsyncGRPOTrainer",
     "ToolgymRolloutFunc",
+    "ToolgymRolloutLoop",
     "env_reward",
     "environment_dataset",
     "environment_factory",

@@ -2,8 +2,8 @@
 
 The same style as the verl launcher's config (both read with ``toolgym.trainers.train_config``): the few
 choices a user makes, with the envs listed the same way (``EnvSpec``: id, kwargs, weight) and every unknown
-key an error that names the closest known one. ``launch.py`` derives TRL's ``GRPOConfig`` from it;
-``trl_args`` is the escape hatch for any other ``GRPOConfig`` field.
+key an error that names the closest known one. ``launch.py`` derives TRL's ``GRPOConfig`` from it (with
+``mode: async``, its ``AsyncGRPOConfig``); ``trl_args`` is the escape hatch for any other field of it.
 """
 
 from __future__ import annotations
@@ -25,13 +25,18 @@ from toolgym.trainers.train_config import (
 
 class TRLTrainConfig(JudgeConfig, AgentConfig):
     """A GRPO run over toolgym envs with TRL's ``GRPOTrainer``; defaults suit one GPU and a ~1.5B model. With
-    ``agent:`` a user's agent program plays the rows (``make_rollout_func(agent=...)``)."""
+    ``agent:`` a user's agent program plays the rows (``make_rollout_func(agent=...)``). With ``mode: async``
+    TRL's ``AsyncGRPOTrainer`` trains instead, generating on a running vLLM server (``vllm_server_url``) while
+    it trains (``ToolgymAsyncGRPOTrainer``, on toolgym's episode runner)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     unknown_key_hint: ClassVar[str] = " (any other GRPOConfig field goes in trl_args: {name: value})"
 
     #: HF model path or id (``tiny`` is the embedded offline test model)
     model: str
+    #: ``sync``: TRL's ``GRPOTrainer``; ``async``: TRL's ``AsyncGRPOTrainer`` (trl.experimental), which
+    #: generates on a vLLM server while it trains and syncs the weights to it after every step
+    mode: Literal["sync", "async"] = "sync"
     envs: list[EnvSpec] = Field(min_length=1)
 
     # -- rollout sizes
@@ -74,6 +79,14 @@ class TRLTrainConfig(JudgeConfig, AgentConfig):
     bf16: bool | Literal["auto"] = "auto"
     gradient_checkpointing: bool = False
 
+    # -- asynchronous GRPO (mode: async)
+    #: samples generated more than this many weight syncs before the step that pulls them are dropped (TRL's
+    #: ``max_staleness``); every step logs the staleness trained on and what was dropped
+    max_staleness: int = Field(4, ge=0)
+    #: the vLLM server the async trainer generates on, started with ``VLLM_SERVER_DEV_MODE=1`` (and on a GPU
+    #: ``--weight-transfer-config '{"backend": "nccl"}'``); on a CPU it must read the trainer's files
+    vllm_server_url: str = "http://localhost:8000"
+
     # -- bookkeeping
     logger: list[Logger] = Field(default_factory=lambda: list[Logger](["console"]))
     #: default: the config file's name
@@ -97,11 +110,33 @@ class TRLTrainConfig(JudgeConfig, AgentConfig):
                 f"max_tokens_per_turn ({self.max_tokens_per_turn}) is larger than max_response_length "
                 f"({self.max_response_length}), which bounds every turn: lower it or raise the other"
             )
+        if self.mode == "async":
+            self._check_async()
+        else:
+            stray = sorted({"max_staleness", "vllm_server_url"} & self.model_fields_set)
+            if stray:
+                raise ValueError(f"{', '.join(stray)}: only for mode: async (TRL's AsyncGRPOTrainer)")
         if self.use_vllm and self.device == "cpu":
             raise ValueError(
                 "use_vllm needs a GPU (TRL's vLLM backend); set device: auto or cuda, or use_vllm: false"
             )
         return self
+
+    def _check_async(self) -> None:
+        """What ``mode: async`` does not take (TRL's AsyncGRPOTrainer has no reference model, always generates
+        on the server; toolgym's async loop plays the envs' own episodes)."""
+        unsupported = {
+            "kl_coef": (self.kl_coef != 0.0, "AsyncGRPOTrainer has no KL penalty: set kl_coef: 0"),
+            "use_vllm": (
+                self.use_vllm,
+                "async mode always generates on the vLLM server at vllm_server_url: drop use_vllm",
+            ),
+            "agent": (self.agent is not None, "agent programs train with mode: sync"),
+            "dump_every": (self.dump_every is not None, "episode dumps are written in mode: sync only"),
+        }
+        for name, (bad, why) in unsupported.items():
+            if bad:
+                raise ValueError(f"{name}: not with mode: async; {why}")
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
         """The env's kwargs with the run-wide ``max_turns`` and ``judge`` filled in (an env's own setting

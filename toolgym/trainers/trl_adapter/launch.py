@@ -9,6 +9,10 @@ prints a row of the reward table (reward, success, turns, tool calls, tokens). `
 
 Several GPUs: ``accelerate launch $(which toolgym) train --trainer trl --config FILE.yaml`` (each rank plays
 its share of the episodes; with ``use_vllm`` every rank takes part in every generation round).
+
+``mode: async``: TRL's ``AsyncGRPOTrainer`` (``ToolgymAsyncGRPOTrainer``) with the ``AsyncGRPOConfig`` derived
+here, toolgym's episode runner generating on the vLLM server at ``vllm_server_url`` while the trainer trains;
+the reward table adds the staleness of the samples trained on and the samples dropped as stale.
 """
 
 from __future__ import annotations
@@ -33,14 +37,22 @@ TABLE_COLUMNS = (
     ("gen tokens", "completions/mean_length", "{:>10.1f}"),
     ("untrainable", "toolgym/untrainable", "{:>11.3f}"),
 )
+#: ``mode: async`` adds the staleness of the samples each step trained on (measured when it trains on them)
+#: and the samples the step's pulls dropped as stale
+ASYNC_TABLE_COLUMNS = (
+    *TABLE_COLUMNS,
+    ("staleness", "toolgym/staleness_mean", "{:>9.2f}"),
+    ("max stale", "toolgym/staleness_max", "{:>9.0f}"),
+    ("dropped", "sample/dropped_stale_total", "{:>7.0f}"),
+)
 
 
 def apply_overrides(cfg: TRLTrainConfig, overrides: list[str] | tuple[str, ...]) -> TRLTrainConfig:
     """``name=value`` (the value read as YAML): a config key, else a ``GRPOConfig`` field (``trl_args``)."""
     import yaml
 
-    data = cfg.model_dump()
-    trl_args = dict(data["trl_args"])
+    data = cfg.model_dump(exclude_unset=True)  # a key the YAML left out stays unset (mode-specific keys)
+    trl_args = dict(data.get("trl_args", {}))
     for item in overrides:
         name, sep, text = item.partition("=")
         if not sep or not name:
@@ -95,18 +107,43 @@ def grpo_settings(cfg: TRLTrainConfig, run_dir: Path) -> dict[str, Any]:
     return settings
 
 
-def check_trl_args(names: list[str]) -> None:
-    """Every ``trl_args`` name must be a ``GRPOConfig`` field (a typo fails here, not as a TypeError)."""
+def async_grpo_settings(cfg: TRLTrainConfig, run_dir: Path) -> dict[str, Any]:
+    """``AsyncGRPOConfig`` keyword arguments for ``mode: async``: the settings both trainers share, the
+    server and ``max_staleness``, then ``trl_args`` on top. A step trains ``prompts_per_step`` groups
+    (``token_budget: 0``: micro-batches of a fixed number of samples, as in sync mode), and the rollout queue
+    holds what can still be trained (``max(max_staleness, 1)`` steps of samples), so the generator waits
+    instead of producing samples that would only be dropped."""
+    shared = grpo_settings(cfg.model_copy(update={"trl_args": {}}), run_dir)
+    for name in ("beta", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_max_model_length"):
+        shared.pop(name, None)
+    per_step = cfg.prompts_per_step * cfg.group_size
+    settings: dict[str, Any] = {
+        **shared,
+        "vllm_server_base_url": cfg.vllm_server_url,
+        "max_staleness": cfg.max_staleness,
+        "token_budget": 0,
+        "queue_maxsize": max(cfg.max_staleness, 1) * per_step,
+    }
+    settings.update(cfg.trl_args)
+    return settings
+
+
+def check_trl_args(names: list[str], config_class: Any = None) -> None:
+    """Every ``trl_args`` name must be a field of TRL's config class (``GRPOConfig``, or ``AsyncGRPOConfig``
+    for ``mode: async``): a typo fails here, not as a TypeError."""
     import dataclasses
 
-    from trl import GRPOConfig
+    if config_class is None:
+        from trl import GRPOConfig
 
-    known = [f.name for f in dataclasses.fields(GRPOConfig)]
+        config_class = GRPOConfig
+    title = config_class.__name__
+    known = [f.name for f in dataclasses.fields(config_class)]
     for name in names:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
-            raise ValueError(f"trl_args.{name}: not a GRPOConfig field; {hint}(TRL's GRPOConfig lists them)")
+            raise ValueError(f"trl_args.{name}: not a {title} field; {hint}(TRL's {title} lists them)")
 
 
 def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
@@ -121,6 +158,18 @@ def grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
         raise ValueError(f"TRL's GRPOConfig rejected the settings: {exc}") from None
 
 
+def async_grpo_config(cfg: TRLTrainConfig, run_dir: Path) -> Any:
+    """TRL's ``AsyncGRPOConfig`` for a ``mode: async`` run, built (and so checked) by TRL itself."""
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    settings = async_grpo_settings(cfg, run_dir)
+    check_trl_args(list(cfg.trl_args), AsyncGRPOConfig)
+    try:
+        return AsyncGRPOConfig(**settings)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"TRL's AsyncGRPOConfig rejected the settings: {exc}") from None
+
+
 def episode_dump(cfg: TRLTrainConfig, run_dir: Path) -> DumpSettings | None:
     """Where and how often the run writes episodes for ``toolgym view`` (``<run dir>/episodes``), or None."""
     if cfg.dump_every is None:
@@ -130,7 +179,10 @@ def episode_dump(cfg: TRLTrainConfig, run_dir: Path) -> DumpSettings | None:
 
 
 def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | None = None) -> Any:
-    """Dataset, rollout function and ``GRPOTrainer`` for the run (nothing trained yet)."""
+    """Dataset, rollout function and ``GRPOTrainer`` for the run (nothing trained yet); for ``mode: async``
+    the ``ToolgymAsyncGRPOTrainer`` (:func:`build_async_trainer`)."""
+    if cfg.mode == "async":
+        return build_async_trainer(cfg, run_dir, callbacks)
     from transformers import AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
@@ -163,8 +215,38 @@ def build_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | Non
     return trainer
 
 
-def reward_table(out: Any = None) -> Any:
-    """A ``TrainerCallback`` that prints one row per logged step (``TABLE_COLUMNS``) and keeps the rows."""
+def build_async_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any] | None = None) -> Any:
+    """``mode: async``: the dataset and TRL's ``AsyncGRPOTrainer`` with toolgym's episode runner, generating
+    on the vLLM server at ``vllm_server_url`` (nothing trained yet; the server is first reached when training
+    starts)."""
+    from transformers import AutoTokenizer, PrinterCallback
+
+    from toolgym.rollout import EnvRequest
+    from toolgym.rollout.models import resolve_model
+    from toolgym.trainers.trl_adapter.async_grpo import ToolgymAsyncGRPOTrainer
+    from toolgym.trainers.trl_adapter.data import prompt_dataset
+
+    args = async_grpo_config(cfg, run_dir)
+    envs = [EnvRequest(id=e.id, kwargs=cfg.env_kwargs(e), weight=e.weight) for e in cfg.envs]
+    model = resolve_model(cfg.model)
+    trainer = ToolgymAsyncGRPOTrainer(
+        model,
+        args=args,
+        train_dataset=prompt_dataset(envs, cfg.train_rows, seed=cfg.seed),
+        processing_class=AutoTokenizer.from_pretrained(model),
+        callbacks=[reward_table(columns=ASYNC_TABLE_COLUMNS), *(callbacks or [])],
+        env=envs,
+        max_tokens_per_turn=cfg.max_tokens_per_turn,
+        max_prompt_tokens=cfg.max_prompt_length,
+        max_concurrent_episodes=cfg.max_concurrent_episodes,
+    )
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def reward_table(out: Any = None, columns: Sequence[tuple[str, str, str]] = TABLE_COLUMNS) -> Any:
+    """A ``TrainerCallback`` that prints one row per logged step (``columns``: ``TABLE_COLUMNS``, or
+    ``ASYNC_TABLE_COLUMNS``) and keeps the rows."""
     from transformers import TrainerCallback
 
     class RewardTable(TrainerCallback):
@@ -179,10 +261,10 @@ def reward_table(out: Any = None) -> Any:
                 return
             row = {"step": int(state.global_step), **{k: float(v) for k, v in logs.items() if _number(v)}}
             if not self.rows:
-                print("  ".join(name for name, _, _ in TABLE_COLUMNS), file=self.out)
+                print("  ".join(name for name, _, _ in columns), file=self.out)
             self.rows.append(row)
             cells = []
-            for name, key, fmt in TABLE_COLUMNS:
+            for name, key, fmt in columns:
                 value = row.get(key)
                 cells.append(fmt.format(value) if value is not None else "-".rjust(len(name)))
             print("  ".join(cells), file=self.out, flush=True)
@@ -205,27 +287,40 @@ def train(
     if dry_run:
         import yaml
 
-        settings = grpo_settings(cfg, run_dir.resolve())
-        grpo_config(cfg, run_dir.resolve())
-        print(yaml.safe_dump({"GRPOConfig": settings}, sort_keys=False), end="")
+        if cfg.mode == "async":
+            settings = async_grpo_settings(cfg, run_dir.resolve())
+            async_grpo_config(cfg, run_dir.resolve())
+            title = "AsyncGRPOConfig"
+        else:
+            settings = grpo_settings(cfg, run_dir.resolve())
+            grpo_config(cfg, run_dir.resolve())
+            title = "GRPOConfig"
+        print(yaml.safe_dump({title: settings}, sort_keys=False), end="")
         if cfg.use_vllm and settings.get("use_cpu"):
             print("note: no CUDA GPU here; use_vllm needs one for the real run", file=sys.stderr)
+        where = f" on the vLLM server at {cfg.vllm_server_url}" if cfg.mode == "async" else ""
         print(
-            f"dry run: TRL's GRPOConfig accepts the settings; a real run trains in this process and writes "
-            f"to {run_dir}",
+            f"dry run: TRL's {title} accepts the settings; a real run trains in this process{where} and "
+            f"writes to {run_dir}",
             file=sys.stderr,
         )
         return 0
     trainer = build_trainer(cfg, run_dir)
     trainer.train()
     trainer.save_model(str(run_dir / "final"))
-    trainer.rollout_func.close()
+    if cfg.mode == "sync":
+        trainer.rollout_func.close()
     print(f"saved the trained model to {run_dir / 'final'}", file=sys.stderr)
     return 0
 
 
 __all__ = [
+    "ASYNC_TABLE_COLUMNS",
+    "TABLE_COLUMNS",
     "apply_overrides",
+    "async_grpo_config",
+    "async_grpo_settings",
+    "build_async_trainer",
     "build_trainer",
     "grpo_config",
     "grpo_settings",
