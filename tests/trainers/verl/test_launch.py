@@ -56,7 +56,7 @@ def test_the_examples_cover_every_documented_run():
 def test_example_composes_against_verls_config(path, tmp_path):
     cfg = load_train_config(path)
     plan = launch.plan_run(cfg, tmp_path / "run")
-    composed = launch.compose(plan.overrides)
+    composed = launch.compose(plan.overrides, plan.mode)
 
     rollout, data = composed.actor_rollout_ref.rollout, composed.data
     assert (rollout.name, rollout.mode) == ("vllm", "async")
@@ -75,7 +75,9 @@ def test_example_composes_against_verls_config(path, tmp_path):
     assert rollout.max_model_len >= cfg.max_prompt_length + cfg.max_response_length
     assert Path(data.train_files) == tmp_path / "run" / "train.parquet"
     assert Path(data.val_files) == tmp_path / "run" / "val.parquet"
-    assert data.train_batch_size == cfg.train_batch_size and rollout.n == cfg.group_size
+    # fully_async's rollouter takes one prompt at a time (its trainer, train_batch_size from the queue)
+    batch = 0 if cfg.mode == "fully_async" else cfg.train_batch_size
+    assert data.train_batch_size == batch and rollout.n == cfg.group_size
     assert composed.algorithm.adv_estimator == {"grpo": "grpo", "ppo": "gae"}[cfg.algorithm]
     assert composed.actor_rollout_ref.actor.use_kl_loss is (cfg.algorithm == "grpo" and cfg.kl_loss_coef > 0)
     assert composed.trainer.n_gpus_per_node == cfg.gpus_per_node and composed.trainer.nnodes == cfg.nodes
@@ -577,3 +579,229 @@ def test_a_judge_option_the_judge_does_not_take_is_refused_with_the_options(tmp_
     assert main(["train", "--config", str(_write(tmp_path, text)), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "unknown judge option 'timout'" in err and "did you mean `timeout`?" in err
+
+
+# -- the asynchronous modes (mode: one_step_off / fully_async; the real runs: test_train_async_cpu.py) -----
+
+ASYNC = """model: tiny
+device: {device}
+mode: {mode}
+async_training: {{rollout_gpus_per_node: 2{knobs}}}
+envs: [{{id: toolgym/Calculator-v0}}]
+train_batch_size: 8
+group_size: 2
+ppo_mini_batch_size: 4
+micro_batch_size_per_gpu: 1
+gpus_per_node: 2
+train_rows: 64
+{extra}"""
+ASYNC_EXAMPLES = {"one-step-off-cpu", "fully-async-cpu", "learn-one-step-off-cpu", "learn-fully-async-cpu"}
+
+
+def _async_plan(tmp_path, mode, device="gpu", knobs="", extra="steps: 3\n"):
+    text = ASYNC.format(device=device, mode=mode, knobs=knobs, extra=extra)
+    cfg = load_train_config(_write(tmp_path, text, f"{mode}-{device}.yaml"))
+    return cfg, launch.plan_run(cfg, tmp_path / "run")
+
+
+def test_the_examples_cover_both_asynchronous_modes():
+    examples = {p.stem: load_train_config(p) for p in EXAMPLE_FILES}
+    assert examples.keys() >= ASYNC_EXAMPLES
+    assert {examples[name].mode for name in ASYNC_EXAMPLES} == {"one_step_off", "fully_async"}
+
+
+@pytest.mark.parametrize(
+    ("mode", "module"),
+    [
+        ("sync", "verl.trainer.main_ppo"),
+        ("one_step_off", "verl.experimental.one_step_off_policy.main_ppo"),
+        ("fully_async", "verl.experimental.fully_async_policy.fully_async_main"),
+    ],
+)
+def test_each_mode_runs_its_own_verl_trainer_checked_against_its_own_config(tmp_path, capsys, mode, module):
+    """The dry run prints the mode's entry module and composes against that trainer's Hydra config (which
+    extends ppo_trainer with its own keys): an asynchronous mode gets a rollout pool of its own beside the
+    trainer's, no hybrid engine, and on GPUs verl's own weight sync (nccl)."""
+    text = (EXAMPLES / "tiny-cpu.yaml").read_text().replace("device: cpu", "device: gpu")
+    if mode != "sync":
+        text += f"mode: {mode}\nasync_training: {{rollout_gpus_per_node: 3, rollout_nodes: 2}}\n"
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(_write(tmp_path, text)), "--dry-run", "--out", str(out)]) == 0
+    tokens = shlex.split(capsys.readouterr().out.replace("\\\n", " "))
+    assert tokens[tokens.index("-m") + 1] == module
+
+    cfg = load_train_config(tmp_path / "run.yaml")
+    plan = launch.plan_run(cfg, out)
+    assert plan.command[1:3] == ["-m", module] and plan.entry.module == module
+    # verl imports the fixes its asynchronous trainers need in every process of such a run, and only there
+    modules = plan.env["VERL_USE_EXTERNAL_MODULES"].split(",")
+    assert (launch.ASYNC_COMPAT_MODULE in modules) == (mode != "sync")
+    runtime_env = "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES="
+    assert f"{runtime_env}{launch.hydra_value(','.join(modules))}" in plan.overrides
+    composed = launch.compose(plan.overrides, plan.mode)
+    if mode == "sync":
+        assert composed.actor_rollout_ref.hybrid_engine is True and "async_training" not in composed
+        return
+    assert composed.actor_rollout_ref.hybrid_engine is False
+    assert (composed.rollout.nnodes, composed.rollout.n_gpus_per_node) == (2, 3)
+    assert (composed.trainer.nnodes, composed.trainer.n_gpus_per_node) == (1, 1)
+    assert composed.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"
+    assert composed.actor_rollout_ref.rollout.calculate_log_probs is True
+    assert composed.algorithm.rollout_correction.bypass_mode is True  # the rollout's logprobs, as verl sets
+    # one_step_off's YAML finds ppo_trainer only from verl's source tree; the package path works from anywhere
+    assert ("hydra.searchpath=[pkg://verl.trainer.config]" in plan.overrides) == (mode == "one_step_off")
+
+
+def test_fully_async_streams_prompts_and_a_training_step_takes_train_batch_size_of_them(tmp_path):
+    """verl's rollouter takes one prompt at a time (train_batch_size 0, gen_batch_size 1: both asserted in
+    verl); a training step takes ppo_mini_batch_size x require_batches groups (train_batch_size), the
+    weights sync every trigger_parameter_sync_step steps, and steps: N rolls out N syncs' worth of prompts."""
+    knobs = ", staleness_threshold: 0.5, trigger_parameter_sync_step: 2, partial_rollout: false"
+    _, plan = _async_plan(tmp_path, "fully_async", knobs=knobs)
+    composed = launch.compose(plan.overrides, plan.mode)
+    assert (composed.data.train_batch_size, composed.data.gen_batch_size) == (0, 1)
+    assert composed.actor_rollout_ref.actor.ppo_mini_batch_size == 4
+    knobs_there = composed.async_training
+    assert (knobs_there.require_batches, knobs_there.trigger_parameter_sync_step) == (2, 2)
+    assert (knobs_there.staleness_threshold, knobs_there.partial_rollout) == (0.5, False)
+    assert composed.rollout.total_rollout_steps == 3 * 8 * 2
+    # the rows name toolgym's loops; without multi_turn verl gives every row its single-turn loop
+    assert composed.actor_rollout_ref.rollout.multi_turn.enable is True
+    assert composed.actor_rollout_ref.rollout.agent.default_agent_loop == "toolgym"
+
+    _, epochs = _async_plan(tmp_path, "fully_async", extra="")
+    assert launch.compose(epochs.overrides, epochs.mode).rollout.total_rollout_steps is None  # the epochs
+
+
+@pytest.mark.parametrize(("mode", "actor_cpus"), [("one_step_off", 10), ("fully_async", 23)])
+def test_a_cpu_async_run_declares_both_pools_and_syncs_the_weights_over_gloo(tmp_path, mode, actor_cpus):
+    """On a CPU, Ray is told of the trainer's and the rollout's GPUs (2 + 2 here) and of the CPUs the async
+    trainers' own actors ask for; each rollout GPU gets an agent-loop worker; the weights go through
+    toolgym's gloo checkpoint engine, which verl imports through its plug-in point."""
+    import importlib
+
+    from verl.checkpoint_engine import CheckpointEngineRegistry
+
+    from toolgym.trainers.verl_adapter.cpu import CHECKPOINT_ENGINE_MODULE
+
+    _, plan = _async_plan(tmp_path, mode, device="cpu")
+    assert "+ray_kwargs.ray_init.num_gpus=4" in plan.overrides
+    assert f"ray_kwargs.ray_init.num_cpus={8 * 4 + actor_cpus}" in plan.overrides
+    composed = launch.compose(plan.overrides, plan.mode)
+    engine = composed.actor_rollout_ref.rollout.checkpoint_engine
+    assert (engine.backend, engine.custom_backend_module) == ("gloo", CHECKPOINT_ENGINE_MODULE)
+    assert composed.actor_rollout_ref.rollout.agent.num_workers == 2
+    assert composed.trainer.device == "cpu" and composed.actor_rollout_ref.actor.strategy == "fsdp2"
+    module = importlib.import_module(CHECKPOINT_ENGINE_MODULE)
+    assert CheckpointEngineRegistry.get("gloo") is module.GlooCheckpointEngine
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"{MATH}async_training: {{rollout_gpus_per_node: 1}}\n", ["async_training is for mode"]),
+        (
+            f"{MATH}mode: one_step_off\n",
+            ["mode: one_step_off rolls out on GPUs of its own", "rollout_gpus_per_node"],
+        ),
+        (
+            f"{MATH}mode: one_step_off\n"
+            "async_training: {rollout_gpus_per_node: 1, staleness_threshold: 0.5}\n",
+            ["async_training.staleness_threshold is a mode: fully_async knob", "drop the key"],
+        ),
+        (
+            f"{MATH}mode: fully_async\n"
+            "async_training: {rollout_gpus_per_node: 1, stalenes_threshold: 0.5}\n",
+            ["async_training", "unknown key 'stalenes_threshold'", "did you mean `staleness_threshold`?"],
+        ),
+        (
+            f"{MATH}mode: one_step_off\ntensor_parallel_size: 2\n"
+            "async_training: {rollout_gpus_per_node: 1}\n",
+            ["rollout pool's 1 GPUs", "whole vLLM replicas of tensor_parallel_size (2)"],
+        ),
+        (
+            f"{MATH}mode: fully_async\nasync_training: {{rollout_gpus_per_node: 1}}\n"
+            "train_batch_size: 6\nppo_mini_batch_size: 4\ngroup_size: 4\n",
+            ["train_batch_size (6) must be a multiple of ppo_mini_batch_size (4)"],
+        ),
+        (f"{MATH}mode: async\n", ["mode", "'sync', 'one_step_off' or 'fully_async'"]),
+    ],
+    ids=[
+        "sync-with-knobs",
+        "no-rollout-pool",
+        "fully-async-knob",
+        "knob-typo",
+        "tensor-parallel",
+        "mini-batch",
+        "mode",
+    ],
+)
+def test_bad_async_configs_name_the_key_and_the_fix(tmp_path, text, expected):
+    with pytest.raises(ValueError) as info:
+        load_train_config(_write(tmp_path, text))
+    for part in expected:
+        assert part in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("mode", "override", "expected"),
+    [
+        ("one_step_off", "actor_rollout_ref.hybrid_engine=True", "hybrid_engine is True"),
+        ("fully_async", "actor_rollout_ref.rollout.checkpoint_engine.backend=naive", "backend is naive"),
+        ("fully_async", "actor_rollout_ref.rollout.multi_turn.enable=False", "single-turn"),
+        (
+            "one_step_off",
+            "actor_rollout_ref.rollout.calculate_log_probs=False",
+            "calculate_log_probs is False",
+        ),
+    ],
+)
+def test_an_override_that_breaks_an_async_mode_fails_the_dry_run(tmp_path, mode, override, expected):
+    _, plan = _async_plan(tmp_path, mode)
+    with pytest.raises(ValueError, match=rf"inconsistent verl overrides: .*{expected}"):
+        launch.compose([*plan.overrides, override], plan.mode)
+
+
+def test_an_unknown_async_key_names_the_modes_own_config(tmp_path):
+    _, plan = _async_plan(tmp_path, "fully_async")
+    with pytest.raises(
+        ValueError, match=r"(?s)rejected an override.*fully_async_ppo_trainer.yaml the mode's own"
+    ):
+        launch.compose([*plan.overrides, "async_training.stalenes=1"], plan.mode)
+    with pytest.raises(ValueError, match=r"async_training.staleness_threshold must be a number"):
+        launch.compose([*plan.overrides, "async_training.staleness_threshold=lots"], plan.mode)
+
+
+def test_a_real_async_run_runs_the_modes_trainer(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(launch, "run_verl", lambda command, cwd=None, env=None: ran.append(command) or 0)
+    out = tmp_path / "run"
+    assert main(["train", "--config", str(EXAMPLES / "fully-async-cpu.yaml"), "--out", str(out)]) == 0
+    ((_, flag, module, *_),) = ran
+    assert (flag, module) == ("-m", "verl.experimental.fully_async_policy.fully_async_main")
+    assert f" -m {module} " in (out / "command.sh").read_text().replace("\\\n", " ")
+
+
+def test_an_async_gpu_run_without_cupy_stops_before_exporting(tmp_path, monkeypatch, capsys):
+    """verl's nccl checkpoint engine (the asynchronous modes' weight sync on GPUs) imports cupy, which
+    ``toolgym[gpu]`` does not install: a real run stops before writing anything, a dry run says so."""
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "cupy" else find_spec(name, *a)
+    )
+    monkeypatch.setattr(
+        launch, "run_verl", lambda command, cwd=None, env=None: pytest.fail("verl must not start")
+    )
+    cfg, plan = _async_plan(tmp_path, "one_step_off")
+    with pytest.raises(
+        ValueError, match=r"nccl checkpoint engine.*needs cupy: pip install 'verl\[cupy-cu130\]"
+    ):
+        launch.run_training(cfg, plan)
+    assert not plan.run_dir.exists()
+    args = ["train", "--config", str(tmp_path / "one_step_off-gpu.yaml"), "--dry-run", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert "a real run here would stop: verl's nccl checkpoint engine" in capsys.readouterr().err
+    _, on_cpu = _async_plan(tmp_path, "one_step_off", device="cpu")  # gloo: nothing to install
+    assert launch.missing_weight_sync(launch.compose(on_cpu.overrides, on_cpu.mode)) is None

@@ -9,10 +9,11 @@ typo in a training config otherwise costs a GPU job.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolgym.trainers.train_config import (
     AgentConfig,
@@ -26,8 +27,57 @@ from toolgym.trainers.train_config import load_train_config as load_config
 from toolgym.trainers.verl_adapter.names import AGENT_NAME, GATEWAY_AGENT_NAME
 
 AttnImplementation = Literal["auto", "flash_attention_2", "sdpa", "eager"]
+#: how rollout and training take turns (``docs/training.md``: Asynchronous training)
+Mode = Literal["sync", "one_step_off", "fully_async"]
 #: the default checkpoint interval of a GPU run (steps)
 GPU_SAVE_FREQ = 50
+
+
+class AsyncTraining(BaseModel):
+    """The ``async_training:`` key: the knobs of the two asynchronous modes (``mode: one_step_off`` and
+    ``mode: fully_async``), verl's experimental trainers that roll out on GPUs of their own while the
+    trainer's GPUs (``gpus_per_node`` x ``nodes``) train, and sync the weights between them after each
+    step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: the knobs only ``mode: fully_async`` reads
+    FULLY_ASYNC_ONLY: ClassVar[tuple[str, ...]] = (
+        "staleness_threshold",
+        "trigger_parameter_sync_step",
+        "partial_rollout",
+    )
+
+    #: the rollout pool: GPUs per node that serve vLLM (``rollout.n_gpus_per_node``), beside the trainer's
+    #: ``gpus_per_node``; with ``device: cpu``, declared to Ray like the trainer's
+    rollout_gpus_per_node: int | None = Field(None, ge=1)
+    #: nodes of the rollout pool (``rollout.nnodes``)
+    rollout_nodes: int = Field(1, ge=1)
+    #: fully_async: how far the rollout may run ahead of the trainer, as a share of one weight sync's prompts
+    #: (``train_batch_size`` x ``trigger_parameter_sync_step``): 0 waits for each sync (nothing overlaps, no
+    #: sample is stale); 0.5 also generates half a sync's worth more while the trainer trains, with the
+    #: weights it has: those samples train after the next sync, one policy version stale
+    staleness_threshold: float = Field(0.1, ge=0.0)
+    #: fully_async: training steps (each of ``train_batch_size`` prompts) per weight sync; a step in the logs
+    #: is one sync (verl's own default is 4)
+    trigger_parameter_sync_step: int = Field(1, ge=1)
+    #: fully_async: a weight sync interrupts the generations in flight, which then go on with the new weights
+    #: (so a sample's tokens may come from two policy versions); false: an episode the sync interrupts ends
+    #: there, and the loss leaves it out
+    partial_rollout: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """An unknown key names this model's keys (the config-wide hint would list the top level's)."""
+        if isinstance(data, dict):
+            for key in data:
+                if key not in cls.model_fields:
+                    close = difflib.get_close_matches(str(key), list(cls.model_fields), n=1)
+                    guess = f"did you mean `{close[0]}`? " if close else ""
+                    raise ValueError(
+                        f"unknown key {key!r}: {guess}keys of async_training: {', '.join(cls.model_fields)}"
+                    )
+        return data
 
 
 class TrainConfig(JudgeConfig, AgentConfig):
@@ -92,6 +142,14 @@ class TrainConfig(JudgeConfig, AgentConfig):
     #: sequences per forward/backward pass on one GPU (lower it on out-of-memory)
     micro_batch_size_per_gpu: int = Field(4, ge=1)
     temperature: float = Field(1.0, gt=0.0)
+
+    # -- how rollout and training take turns
+    #: ``sync``: verl's PPO trainer, rollout and training in turn on the same GPUs; ``one_step_off``: the
+    #: rollout of step N+1 runs on GPUs of its own while step N trains; ``fully_async``: the rollout streams
+    #: samples into a queue the trainer takes them from, up to ``async_training.staleness_threshold`` ahead
+    mode: Mode = "sync"
+    #: the asynchronous modes' knobs (``AsyncTraining``); required with ``mode: one_step_off|fully_async``
+    async_training: AsyncTraining | None = None
 
     # -- hardware
     #: ``cpu``: verl without a GPU (``toolgym.trainers.verl_adapter.cpu``), for tests and plumbing only
@@ -158,6 +216,7 @@ class TrainConfig(JudgeConfig, AgentConfig):
                 f"({self.train_batch_size}): an update cannot use more prompts than a step draws"
             )
         self._check_the_batch_divides_over_the_ranks()
+        self._check_the_async_knobs()
         if self.train_rows < self.train_batch_size:
             raise ValueError(
                 f"train_rows ({self.train_rows}) is smaller than train_batch_size ({self.train_batch_size}): "
@@ -170,7 +229,7 @@ class TrainConfig(JudgeConfig, AgentConfig):
         batches; a remainder fails an assertion deep in a worker after minutes of start-up (``data size must
         be divisible by force_group_size * micro_batch_size_per_gpu``), so it fails here instead."""
         ranks = self.nodes * self.gpus_per_node
-        update = (self.ppo_mini_batch_size or self.train_batch_size) * self.group_size
+        update = self.mini_batch_size * self.group_size
         if update % ranks:
             raise ValueError(
                 f"an update's {update} sequences ((ppo_mini_batch_size or train_batch_size) x group_size) do "
@@ -182,6 +241,56 @@ class TrainConfig(JudgeConfig, AgentConfig):
                 f"a multiple of micro_batch_size_per_gpu ({self.micro_batch_size_per_gpu}): lower "
                 "micro_batch_size_per_gpu to a divisor of it, or change the batch"
             )
+
+    def _check_the_async_knobs(self) -> None:
+        """``async_training`` goes with an asynchronous mode, its fully_async knobs with ``fully_async``, and
+        the rollout pool holds whole vLLM replicas."""
+        knobs = self.async_training
+        if self.mode == "sync":
+            if knobs is not None:
+                raise ValueError(
+                    "async_training is for mode: one_step_off or mode: fully_async (the rollout on GPUs of "
+                    "its own); set one of them, or drop async_training"
+                )
+            return
+        if knobs is None or knobs.rollout_gpus_per_node is None:
+            raise ValueError(
+                f"mode: {self.mode} rolls out on GPUs of its own, beside the trainer's gpus_per_node: set "
+                "async_training: {rollout_gpus_per_node: N}"
+            )
+        if self.mode == "one_step_off":
+            fully_async = [key for key in knobs.FULLY_ASYNC_ONLY if key in knobs.model_fields_set]
+            if fully_async:
+                raise ValueError(
+                    f"async_training.{fully_async[0]} is a mode: fully_async knob; mode: one_step_off always "
+                    "trains on the batch rolled out during the step before (drop the key, or set mode: "
+                    "fully_async)"
+                )
+        replicas, rest = divmod(self.rollout_gpus, self.tensor_parallel_size)
+        if not replicas or rest:
+            raise ValueError(
+                f"the rollout pool's {self.rollout_gpus} GPUs "
+                "(async_training.rollout_gpus_per_node x rollout_nodes) must hold whole vLLM replicas of "
+                f"tensor_parallel_size ({self.tensor_parallel_size}): make it a multiple of it"
+            )
+        if self.mode == "fully_async" and self.train_batch_size % self.mini_batch_size:
+            raise ValueError(
+                f"mode: fully_async trains on whole mini batches: train_batch_size ({self.train_batch_size}) "
+                f"must be a multiple of ppo_mini_batch_size ({self.mini_batch_size})"
+            )
+
+    @property
+    def mini_batch_size(self) -> int:
+        """Prompts per optimizer update: ``ppo_mini_batch_size``, by default the whole train batch."""
+        return self.ppo_mini_batch_size or self.train_batch_size
+
+    @property
+    def rollout_gpus(self) -> int:
+        """GPUs of the rollout pool, over all its nodes (none: the sync mode rolls out on the trainer's)."""
+        knobs = self.async_training
+        if self.mode == "sync" or knobs is None or knobs.rollout_gpus_per_node is None:
+            return 0
+        return knobs.rollout_gpus_per_node * knobs.rollout_nodes
 
     def env_kwargs(self, env: EnvSpec) -> dict[str, Any]:
         """The env's kwargs with the run-wide ``max_turns`` and ``judge`` filled in (an env's own setting
@@ -228,4 +337,12 @@ def load_train_config(path: str | Path) -> TrainConfig:
     return load_config(path, TrainConfig)
 
 
-__all__ = ["GPU_SAVE_FREQ", "AgentEnvSpec", "EnvSpec", "TrainConfig", "load_train_config"]
+__all__ = [
+    "GPU_SAVE_FREQ",
+    "AgentEnvSpec",
+    "AsyncTraining",
+    "EnvSpec",
+    "Mode",
+    "TrainConfig",
+    "load_train_config",
+]

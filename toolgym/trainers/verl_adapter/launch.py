@@ -1,16 +1,18 @@
-"""``toolgym train``: a :class:`TrainConfig` YAML becomes ``python -m verl.trainer.main_ppo <overrides>``.
+"""``toolgym train``: a :class:`TrainConfig` YAML becomes ``python -m verl.trainer.main_ppo <overrides>`` (or,
+with ``mode: one_step_off`` / ``mode: fully_async``, verl's experimental asynchronous trainer: ``ENTRIES``).
 
 The overrides are derived, never hand-kept: one prompt/response length feeds ``data.*``, ``rollout.*`` and
 ``max_model_len``; the rollout is async vLLM driven by toolgym's agent loop (with ``agent:``, the gateway
 loop, whose agent-loop YAML entry gets the agent and to which the exported rows are routed; an env entry's
 own ``agent:`` routes that env's rows there, each naming its agent, and a mix trains both loops in one
-batch); GRPO gets the KL loss verl's examples use, PPO a critic. ``--dry-run`` composes the overrides
-against verl's own Hydra config and runs verl's config checks, so a typo or an inconsistent batch size
+batch); GRPO gets the KL loss verl's examples use, PPO a critic; an asynchronous mode gets a rollout pool of
+its own and its batch keys (``mode_settings``). ``--dry-run`` composes the overrides against the mode's own
+Hydra config in verl and runs verl's config checks, so a typo or an inconsistent batch size
 fails in seconds on a laptop instead of minutes into a GPU job. A real run exports the train/val Parquet
 into the run dir, then runs verl in a child process whose output streams through and whose exit status is
 the command's.
 
-It is one file of some 450 lines because it is one derivation: the config, the plan of overrides it yields,
+It is one file of some 600 lines because it is one derivation: the config, the plan of overrides it yields,
 the checks against verl's Hydra config and the run are read together when verl changes a key; the command
 line itself is ``toolgym.cli.train``.
 """
@@ -37,9 +39,37 @@ from toolgym.trainers.verl_adapter import (
     agent_loop_config_path,
     verl_modules_env,
 )
-from toolgym.trainers.verl_adapter.config import TrainConfig, load_train_config
+from toolgym.trainers.verl_adapter.config import Mode, TrainConfig, load_train_config
 
-VERL_ENTRY = "verl.trainer.main_ppo"
+
+@dataclass(frozen=True)
+class Entry:
+    """A verl trainer: the module ``python -m`` runs and the Hydra config it composes (``config_name`` in
+    ``config_dir``, a folder of the verl package)."""
+
+    module: str
+    config_dir: str
+    config_name: str
+
+
+#: the verl trainer of each ``mode``: PPO's own, and verl's two experimental asynchronous ones
+ENTRIES: dict[Mode, Entry] = {
+    "sync": Entry("verl.trainer.main_ppo", "trainer/config", "ppo_trainer"),
+    "one_step_off": Entry(
+        "verl.experimental.one_step_off_policy.main_ppo",
+        "experimental/one_step_off_policy/config",
+        "one_step_off_ppo_trainer",
+    ),
+    "fully_async": Entry(
+        "verl.experimental.fully_async_policy.fully_async_main",
+        "experimental/fully_async_policy/config",
+        "fully_async_ppo_trainer",
+    ),
+}
+#: the sync mode's entry module
+VERL_ENTRY = ENTRIES["sync"].module
+#: imported by verl in every process of an asynchronous run: fixes its trainers need (``async_compat.py``)
+ASYNC_COMPAT_MODULE = "toolgym.trainers.verl_adapter.async_compat"
 
 
 @dataclass(frozen=True)
@@ -57,10 +87,16 @@ class RunPlan:
     #: environment the verl process needs on top of ours: toolgym's verl modules
     #: (``VERL_USE_EXTERNAL_MODULES``) and, for ``device: cpu``, verl's CPU platform
     env: dict[str, str] = field(default_factory=dict)
+    #: the config's ``mode``: which verl trainer runs (``ENTRIES``)
+    mode: Mode = "sync"
+
+    @property
+    def entry(self) -> Entry:
+        return ENTRIES[self.mode]
 
     @property
     def command(self) -> list[str]:
-        return [sys.executable, "-m", VERL_ENTRY, *self.overrides]
+        return [sys.executable, "-m", self.entry.module, *self.overrides]
 
 
 def plan_run(
@@ -86,14 +122,25 @@ def plan_run(
         agent_loop_path=agent_loop_path,
         agent_loop_kwargs=kwargs,
         attn_implementation=attn,
+        mode=cfg.mode,
     )
     ours = build_overrides(cfg, plan, model)
-    env = verl_modules_env()
+    modules = (ASYNC_COMPAT_MODULE,) if cfg.mode != "sync" else ()
+    env = verl_modules_env(*modules)
     if cfg.device == "cpu":
         from toolgym.trainers.verl_adapter.cpu import cpu_env, cpu_overrides
 
-        env = cpu_env()
-        ours = merge_overrides(ours, cpu_overrides(cfg.gpus_per_node, cfg.nodes, cfg.tensor_parallel_size))
+        env = cpu_env(modules=modules)
+        knobs = cfg.async_training
+        cpu = cpu_overrides(
+            cfg.gpus_per_node,
+            cfg.nodes,
+            cfg.tensor_parallel_size,
+            mode=cfg.mode,
+            rollout_gpus_per_node=(knobs.rollout_gpus_per_node or 0) if knobs else 0,
+            rollout_nodes=knobs.rollout_nodes if knobs else 1,
+        )
+        ours = merge_overrides(ours, cpu)
     # the verl process gets ``env``; Ray workers on other nodes (started by `ray start` there, with that
     # shell's environment) get it through the runtime env: toolgym's modules, and on CPU the platform's
     for name, value in env.items():
@@ -179,7 +226,46 @@ def build_overrides(cfg: TrainConfig, plan: RunPlan, model: str) -> list[str]:
             "critic.optim.lr": cfg.critic_learning_rate,
             "critic.ppo_micro_batch_size_per_gpu": micro,
         }
+    settings |= mode_settings(cfg)
     return [f"{key}={hydra_value(value)}" for key, value in settings.items()]
+
+
+def mode_settings(cfg: TrainConfig) -> dict[str, Any]:
+    """An asynchronous mode's keys (on top of ``build_overrides``'s): the rollout's own pool of GPUs and, for
+    fully_async, its batch semantics. Nothing for ``sync``.
+
+    fully_async streams: its rollouter takes one prompt at a time (``gen_batch_size`` 1, ``train_batch_size``
+    0, both asserted in verl) and queues its group; the trainer takes ``ppo_mini_batch_size`` x
+    ``require_batches`` groups per training step (here ``train_batch_size``, so a training step is as many
+    prompts as in the sync mode, in ``train_batch_size / ppo_mini_batch_size`` updates) and syncs the weights
+    every ``trigger_parameter_sync_step`` training steps, a step of its logs. ``rollout.total_rollout_steps``
+    counts prompts: ``steps`` syncs' worth (none: the epochs over the rows)."""
+    if cfg.mode == "sync":
+        return {}
+    knobs = cfg.async_training
+    assert knobs is not None  # TrainConfig requires it for an asynchronous mode
+    settings: dict[str, Any] = {
+        "actor_rollout_ref.hybrid_engine": False,  # the trainer's workers hold no rollout
+        "rollout.nnodes": knobs.rollout_nodes,
+        "rollout.n_gpus_per_node": knobs.rollout_gpus_per_node,
+    }
+    if cfg.mode == "one_step_off":
+        # one_step_off_ppo_trainer.yaml finds ppo_trainer at `file://verl/trainer/config`, a path relative to
+        # the working directory (verl's source tree); the package path finds it from anywhere
+        return settings | {"hydra.searchpath": ["pkg://verl.trainer.config"]}
+    prompts_per_sync = cfg.train_batch_size * knobs.trigger_parameter_sync_step
+    return settings | {
+        "data.train_batch_size": 0,
+        "data.gen_batch_size": 1,
+        "async_training.require_batches": cfg.train_batch_size // cfg.mini_batch_size,
+        "async_training.trigger_parameter_sync_step": knobs.trigger_parameter_sync_step,
+        "async_training.staleness_threshold": knobs.staleness_threshold,
+        "async_training.partial_rollout": knobs.partial_rollout,
+        "rollout.total_rollout_steps": cfg.steps * prompts_per_sync if cfg.steps is not None else None,
+        # verl/experimental/fully_async_policy/detach_utils.py:66 gives every row verl's single_turn_agent
+        # unless multi_turn is on (nothing else reads the flag): the rows name toolgym's loops
+        "actor_rollout_ref.rollout.multi_turn.enable": True,
+    }
 
 
 def merge_overrides(ours: list[str], theirs: list[str]) -> list[str]:
@@ -227,7 +313,7 @@ def format_command(plan: RunPlan) -> str:
     """The command, one override per line, ready to paste into a shell."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in plan.env.items())
     head = f"{env} {shlex.quote(sys.executable)}" if env else shlex.quote(sys.executable)
-    lines = [f"{head} -m {VERL_ENTRY}", *(shlex.quote(o) for o in plan.overrides)]
+    lines = [f"{head} -m {plan.entry.module}", *(shlex.quote(o) for o in plan.overrides)]
     return " \\\n    ".join(lines)
 
 
@@ -253,7 +339,8 @@ def resolve_attn_implementation(choice: str) -> str:
 # -- composing against verl's own config ------------------------------------------------------------------
 
 
-def verl_config_dir() -> Path:
+def verl_config_dir(mode: Mode = "sync") -> Path:
+    """The folder of the mode's Hydra config in the installed verl package."""
     try:
         import verl
     except ImportError as exc:
@@ -261,11 +348,12 @@ def verl_config_dir() -> Path:
             f"toolgym train needs verl ({exc}): pip install -e '.[gpu]' on a CUDA machine (docs/training.md: "
             "Install on a CUDA machine), or `make test`'s CPU install for --dry-run"
         ) from None
-    return Path(verl.__file__).resolve().parent / "trainer" / "config"
+    return Path(verl.__file__).resolve().parent / ENTRIES[mode].config_dir
 
 
-def compose(overrides: list[str]) -> Any:
-    """verl's ``ppo_trainer`` config with the overrides applied, checked as ``main_ppo`` checks it.
+def compose(overrides: list[str], mode: Mode = "sync") -> Any:
+    """The mode's verl config (``ppo_trainer``, or an asynchronous trainer's, which extends it) with the
+    overrides applied, checked as verl's entry checks it.
 
     Uses Hydra's compose API on verl's packaged config dir: every key must exist in verl's schema (a typo
     is Hydra's error), then verl's ``validate_config`` (batch divisibility, micro batch sizes, critic) and the
@@ -276,29 +364,34 @@ def compose(overrides: list[str]) -> Any:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    entry = ENTRIES[mode]
     try:
-        with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-            cfg = hydra_compose(config_name="ppo_trainer", overrides=list(overrides))
+        with initialize_config_dir(config_dir=str(verl_config_dir(mode)), version_base=None):
+            cfg = hydra_compose(config_name=entry.config_name, overrides=list(overrides))
     except (HydraException, OmegaConfBaseException) as exc:
         cause = f"\n  cause: {exc.__cause__}" if exc.__cause__ and str(exc.__cause__) not in str(exc) else ""
         raise ValueError(
             f"verl's config rejected an override: {exc}{cause}\n"
             "  every key must exist in verl's config (verl/trainer/config/_generated_ppo_trainer.yaml lists "
-            "them all); fix the key in verl_overrides or after `--`, or prefix it with + to add a new one"
+            "them all"
+            + ("" if mode == "sync" else f", verl/{entry.config_dir}/{entry.config_name}.yaml the mode's own")
+            + "); fix the key in verl_overrides or after `--`, or prefix it with + to add a new one"
         ) from None
-    check_types(cfg, overrides, _verl_defaults())
-    _verl_checks(cfg)
-    check_consistency(cfg)
+    check_types(cfg, overrides, _verl_defaults(mode))
+    _verl_checks(cfg, mode)
+    check_consistency(cfg, mode)
     return cfg
 
 
 @functools.cache
-def _verl_defaults() -> Any:
+def _verl_defaults(mode: Mode = "sync") -> Any:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(verl_config_dir()), version_base=None):
-        return hydra_compose(config_name="ppo_trainer")
+    # one_step_off's own YAML finds ppo_trainer only from verl's source tree (see mode_settings)
+    path = ["hydra.searchpath=[pkg://verl.trainer.config]"] if mode == "one_step_off" else []
+    with initialize_config_dir(config_dir=str(verl_config_dir(mode)), version_base=None):
+        return hydra_compose(config_name=ENTRIES[mode].config_name, overrides=path)
 
 
 def check_types(cfg: Any, overrides: list[str], defaults: Any) -> None:
@@ -318,15 +411,22 @@ def check_types(cfg: Any, overrides: list[str], defaults: Any) -> None:
             raise ValueError(f"{key} must be {kind} (verl's default is {default!r}), got {value!r}")
 
 
-def _verl_checks(cfg: Any) -> None:
+def _verl_checks(cfg: Any, mode: Mode = "sync") -> None:
     """``main_ppo``'s own ``validate_config``, on a copy whose critic has no model attached: building the
-    critic's dataclass would otherwise load the model's tokenizer and config (a download; a hang offline)."""
+    critic's dataclass would otherwise load the model's tokenizer and config (a download; a hang offline).
+
+    fully_async's entry runs none (its ``data.train_batch_size`` is 0, which the batch checks refuse): the
+    copy gets the batch one of its training steps trains on (``ppo_mini_batch_size`` x ``require_batches``
+    prompts), which is what those checks are about."""
     from omegaconf import OmegaConf
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     checked = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     checked.critic.model = None
+    if mode == "fully_async":
+        mini_batch = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+        checked.data.train_batch_size = mini_batch * cfg.async_training.require_batches
     try:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -338,10 +438,30 @@ def _verl_checks(cfg: Any) -> None:
         raise ValueError(f"verl's config checks failed: {exc}") from None
 
 
-def check_consistency(cfg: Any) -> None:
-    """What toolgym's agent loop relies on, re-checked after the user's overrides had their say."""
+def check_consistency(cfg: Any, mode: Mode = "sync") -> None:
+    """What toolgym's agent loop (and an asynchronous mode) relies on, re-checked after the user's overrides
+    had their say."""
     rollout, data = cfg.actor_rollout_ref.rollout, cfg.data
     problems = []
+    if mode != "sync":
+        if cfg.actor_rollout_ref.hybrid_engine:
+            problems.append(
+                f"actor_rollout_ref.hybrid_engine is True; mode {mode} rolls out on GPUs of its own"
+            )
+        if not rollout.calculate_log_probs:
+            problems.append(
+                f"rollout.calculate_log_probs is False; mode {mode} trains on the rollout's logprobs"
+            )
+        if rollout.checkpoint_engine.backend == "naive":
+            problems.append(
+                "rollout.checkpoint_engine.backend is naive, which syncs a rollout in the trainer's own "
+                f"processes only; mode {mode} needs nccl on GPUs (verl's default here), gloo on a CPU"
+            )
+    if mode == "fully_async" and not rollout.multi_turn.enable:
+        problems.append(
+            "rollout.multi_turn.enable is False; fully_async then plays every row with verl's single-turn "
+            "loop"
+        )
     if rollout.prompt_length != data.max_prompt_length:
         problems.append(
             f"rollout.prompt_length ({rollout.prompt_length}) != data.max_prompt_length "
@@ -368,7 +488,8 @@ def check_consistency(cfg: Any) -> None:
         raise ValueError(
             "inconsistent verl overrides: "
             + "; ".join(problems)
-            + ". Set max_prompt_length / max_response_length in the toolgym config instead of overriding them"
+            + ". Set max_prompt_length / max_response_length (and mode) in the toolgym config instead of "
+            "overriding them"
         )
 
 
@@ -439,9 +560,26 @@ def write_agent_loop_config(
     path.write_text(yaml.safe_dump(entries, sort_keys=False))
 
 
+def missing_weight_sync(composed: Any) -> str | None:
+    """Why an asynchronous mode's weight sync cannot start here, if it cannot: verl's ``nccl`` checkpoint
+    engine (the default on GPUs) imports cupy, which ``verl[vllm]`` does not install, and verl would only
+    find out once every worker has started."""
+    rollout = composed.actor_rollout_ref.rollout
+    if composed.actor_rollout_ref.hybrid_engine or rollout.checkpoint_engine.backend != "nccl":
+        return None
+    if importlib.util.find_spec("cupy") is not None:
+        return None
+    return (
+        "verl's nccl checkpoint engine, which syncs the weights of an asynchronous mode on GPUs, needs cupy: "
+        "pip install 'verl[cupy-cu130]==0.9.1' (or the cupy build of your CUDA)"
+    )
+
+
 def run_training(cfg: TrainConfig, plan: RunPlan) -> int:
     """Compose first (fail before exporting anything), export, then run verl with its output streaming."""
-    compose(plan.overrides)
+    problem = missing_weight_sync(compose(plan.overrides, plan.mode))
+    if problem:
+        raise ValueError(problem)
     prepare_run(cfg, plan)
     print(f"running verl (command in {plan.run_dir / 'command.sh'})", file=sys.stderr, flush=True)
     return run_verl(plan.command, cwd=plan.run_dir, env=plan.env)
@@ -477,9 +615,12 @@ def train(
         )
     if not dry_run:
         return run_training(cfg, plan)
-    compose(plan.overrides)
+    composed = compose(plan.overrides, plan.mode)
     print(format_command(plan))
     notes = [f"dry run: verl's config accepts all {len(plan.overrides)} overrides; nothing was written"]
+    problem = missing_weight_sync(composed)
+    if problem:
+        notes.append(f"a real run here would stop: {problem}")
     notes.append(f"a real run exports {plan.train_file.name} and {plan.val_file.name} into {plan.run_dir}")
     if plan.agent_loop_kwargs:
         notes.append(f"and writes {plan.agent_loop_path.name} there with {plan.agent_loop_kwargs}")

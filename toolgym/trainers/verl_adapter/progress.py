@@ -43,11 +43,13 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
 
 
 def step_metrics(lines: Iterable[str] | str) -> dict[int, dict[str, float]]:
-    """Every step's metrics in a verl log (text or lines); a step logged twice keeps its last line."""
+    """Every training step's metrics in a verl log (text or lines); a step logged twice keeps its last line.
+    verl's steps count from 1: the fully-async trainer's step-0 line holds only the initial weight sync's
+    timings, and is left out."""
     steps: dict[int, dict[str, float]] = {}
     for line in lines.splitlines() if isinstance(lines, str) else lines:
         parsed = parse_step_line(line)
-        if parsed is not None:
+        if parsed is not None and parsed[0] > 0:
             steps[parsed[0]] = parsed[1]
     return steps
 

