@@ -8,7 +8,9 @@ PYTHON ?= python3
 # smolagents and mini-swe-agent, the real agent programs the gateway's tests run.
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
 EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers,agents
-TEST_WORKERS ?= 2
+# three pytest-xdist workers on CI's two cores: two left the cores idle for about 40% of the main suite (its
+# tests wait on servers, subprocesses and verl's start-up), and the Ray unit (three verl runs) is one worker's
+TEST_WORKERS ?= 3
 # Python writes each module's .pyc on its first import, even where the environment says not to (our CI image
 # sets PYTHONDONTWRITEBYTECODE=1): the install compiles no bytecode (scripts/install.py says why), and the
 # suite starts hundreds of processes importing torch, vLLM and transformers, each of which would compile them

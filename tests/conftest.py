@@ -99,7 +99,13 @@ def pytest_make_collect_report(collector):
 
 
 #: files that start a local Ray instance (directly, or through verl's trainer)
-RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
+RAY_FILES = frozenset(
+    {
+        "tests/test_ray.py",
+        "tests/trainers/verl/test_train_cpu.py",
+        "tests/trainers/verl/test_train_async_cpu.py",
+    }
+)
 #: files that use the session's vLLM server (``vllm_server``) or in-process engine (``engine``): on one
 #: worker, so that each starts once (each is about a minute of CPU; spread over two workers, the engine
 #: started twice)
