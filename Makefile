@@ -9,7 +9,7 @@ PYTHON ?= python3
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
 EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers,agents
 # three pytest-xdist workers on CI's two cores: two left the cores idle for about 40% of the main suite (its
-# tests wait on servers, subprocesses and verl's start-up), and the Ray unit (three verl runs) is one worker's
+# tests wait on servers, subprocesses and verl's start-up), and the verl runs take two of them a while
 TEST_WORKERS ?= 3
 # Python writes each module's .pyc on its first import, even where the environment says not to (our CI image
 # sets PYTHONDONTWRITEBYTECODE=1): the install compiles no bytecode (scripts/install.py says why), and the

@@ -98,14 +98,12 @@ def pytest_make_collect_report(collector):
     return report
 
 
-#: files that start a local Ray instance (directly, or through verl's trainer)
-RAY_FILES = frozenset(
-    {
-        "tests/test_ray.py",
-        "tests/trainers/verl/test_train_cpu.py",
-        "tests/trainers/verl/test_train_async_cpu.py",
-    }
-)
+#: files that start a local Ray instance (directly, or through verl's trainer): one unit, on one worker, so
+#: that they do not all run at once
+RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
+#: the asynchronous verl trainers' runs: a unit of their own beside the Ray unit (local Ray instances
+#: coexist, each on ports of its own), or the Ray worker would hold the suite's longest 10 minutes alone
+RAY_ASYNC_FILES = frozenset({"tests/trainers/verl/test_train_async_cpu.py"})
 #: files that use the session's vLLM server (``vllm_server``) or in-process engine (``engine``): on one
 #: worker, so that each starts once (each is about a minute of CPU; spread over two workers, the engine
 #: started twice)
@@ -126,18 +124,21 @@ VLLM_FILES = frozenset(
     }
 )
 #: the units of work that run first, longest first, so the other worker is not left idle at the end
-FIRST = ("ray", "vllm")
+FIRST = ("ray-async", "ray", "vllm")
 
 
 def xdist_scope(path: str) -> str:
-    """The unit of work a test file belongs to under pytest-xdist: the Ray group, the vLLM group, or the file
-    itself."""
+    """The unit of work a test file belongs to under pytest-xdist: the Ray group, the asynchronous verl runs,
+    the vLLM group, or the file itself."""
+    if path in RAY_ASYNC_FILES:
+        return "ray-async"
     return "ray" if path in RAY_FILES else "vllm" if path in VLLM_FILES else path
 
 
 def pytest_collection_modifyitems(config, items):
-    """The Ray files (two engines in Ray actors, a verl GRPO run) and the vLLM files are the longest units of
-    work: first, so that the other worker works through the rest meanwhile instead of idling at the end."""
+    """The asynchronous verl runs, the Ray files (two engines in Ray actors, a verl GRPO run) and the vLLM
+    files are the longest units of work: first, so that the other workers work through the rest meanwhile
+    instead of idling at the end."""
 
     def order(item) -> int:
         scope = xdist_scope(item.path.relative_to(config.rootpath).as_posix())
@@ -148,10 +149,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) each file runs whole on one worker
-    and in order, as in a one-process run; the files that start Ray share a worker, so that two Ray instances
-    never run at once, and so do the users of the vLLM server and of the in-process engine, so that each
-    starts once. Session fixtures (the engine, the vLLM server) start once per worker that uses them.
+    """Under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``) each file runs whole on one worker
+    and in order, as in a one-process run; the files that start Ray share a worker (the asynchronous verl
+    runs have one of their own), and so do the users of the vLLM server and of the in-process engine, so
+    that each starts once. Session fixtures (the engine, the vLLM server) start once per worker that uses
+    them.
 
     The units go out in collection order (``pytest_collection_modifyitems`` puts ``FIRST`` first), not
     xdist's default of the unit with the most tests first.

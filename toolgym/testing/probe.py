@@ -164,7 +164,28 @@ def make_probe_env(max_turns: int = 2, tool_latency: Sequence[float] = (), **env
     )
 
 
+def check_probe_curve(rewards: Sequence[float], *, learns: bool) -> None:
+    """The learning checks' verdict on a run's mean reward per step: it starts where random weights do
+    (about a tenth of the answers score); with toolgym's loop it ends near 1.0, with a control (the
+    inverted mask) it never climbs. An ``AssertionError`` showing the curve otherwise."""
+    curve = [round(r, 2) for r in rewards]
+    assert sum(rewards[:2]) / 2 < 0.3, curve
+    if learns:
+        assert sum(rewards[-3:]) / 3 >= 0.8, curve
+    else:
+        assert max(rewards) < 0.4 and sum(rewards[-5:]) / 5 < 0.25, curve
+
+
 if ENV_ID not in gym.registry:
     gym.register(id=ENV_ID, entry_point=make_probe_env)
 
-__all__ = ["ENV_ENTRY", "ENV_ID", "ProbeEnv", "ProbeParser", "ProbeTool", "ProbeVerifier", "make_probe_env"]
+__all__ = [
+    "ENV_ENTRY",
+    "ENV_ID",
+    "ProbeEnv",
+    "ProbeParser",
+    "ProbeTool",
+    "ProbeVerifier",
+    "check_probe_curve",
+    "make_probe_env",
+]

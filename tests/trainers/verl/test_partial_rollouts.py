@@ -147,7 +147,7 @@ def test_without_partial_rollouts_an_aborted_turn_fails_its_episode_loudly():
 
 
 def test_staleness_metrics_count_each_sample_against_the_trainers_weights():
-    from toolgym.trainers.verl_adapter.metrics import staleness_metrics, trainer_weights_version
+    from toolgym.trainers.verl_adapter.metrics import labels_lead, staleness_metrics, trainer_weights_version
 
     columns = {
         "min_global_steps": np.array([3, 2, 4, None], dtype=object),
@@ -166,7 +166,13 @@ def test_staleness_metrics_count_each_sample_against_the_trainers_weights():
     )
     sync = SimpleNamespace(metrics={}, global_steps=3)
 
-    OneStepOffRayTrainer = type("OneStepOffRayTrainer", (), {"metrics": {}, "global_steps": 3})
+    one_step_off = type("OneStepOffRayTrainer", (), {"metrics": {}, "global_steps": 3})()
     assert trainer_weights_version(fully_async) == 4 and trainer_weights_version(sync) == 2
-    assert trainer_weights_version(OneStepOffRayTrainer()) == 3
+    assert trainer_weights_version(one_step_off) == 2 and labels_lead(one_step_off) and not labels_lead(sync)
+    # one step off: step 1 trains the initial weights on a batch of label 0 (stale by 0), step 3 (2 updates)
+    # on a batch of label 2 (published at step 2's start: 1 update)
+    batch = {"min_global_steps": np.array([0], dtype=object), "max_global_steps": np.array([0], dtype=object)}
+    assert staleness_metrics(batch, 0, labels_lead=True)["toolgym/staleness/mean"] == 0.0
+    batch = {"min_global_steps": np.array([2], dtype=object), "max_global_steps": np.array([2], dtype=object)}
+    assert staleness_metrics(batch, 2, labels_lead=True)["toolgym/staleness/mean"] == 1.0
     assert trainer_weights_version(object()) is None

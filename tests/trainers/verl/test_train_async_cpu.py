@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
-from toolgym.trainers.verl_adapter.progress import step_metrics
+from toolgym.trainers.verl_adapter.progress import parse_step_line, step_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
 TIMEOUT_S = 600  # 100-130 s on 2 quiet cores, 210 s on busy ones; verl hangs on some failures
@@ -161,6 +161,9 @@ def test_one_step_off_trains_each_step_on_the_batch_rolled_out_during_the_step_b
     # off the policy. The trainer did not wait for it as long as it took to generate
     assert second["training/rollout_probs_diff_mean"] > SAME_WEIGHTS
     assert second["timing_s/gen"] < second["timing_s/generate_async"]
+    # toolgym's staleness: step 1 trained the weights that sampled its batch, step 2 one update ahead of them
+    assert (first["toolgym/staleness/mean"], second["toolgym/staleness/mean"]) == (0.0, 1.0)
+    assert second["toolgym/stale_samples/total"] == 4.0
     for metrics in steps.values():  # toolgym's episode stats in verl's step metrics
         assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/tool_calls/mean"] == 1.0
         assert metrics["toolgym/trainable/mean"] == 1.0 and metrics["toolgym/infra_errors/total"] == 0.0
@@ -173,9 +176,10 @@ def test_one_step_off_trains_each_step_on_the_batch_rolled_out_during_the_step_b
 def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_weights(fully_async_run):
     out, log = fully_async_run
     steps = step_metrics(log)
-    assert sorted(steps) == [0, 1, 2], log[-4000:]
-    # step 0: the rollouter's timing of the first weight sync, before any training
-    assert all(key.startswith(("fully_async/rollouter/", "dynamic_resource/")) for key in steps[0])
+    assert sorted(steps) == [1, 2], log[-4000:]
+    # step 0, left out of the step table: the rollouter's timing of the first weight sync, before any training
+    zero = [parsed[1] for parsed in map(parse_step_line, log.splitlines()) if parsed and parsed[0] == 0]
+    assert zero and all(key.startswith(("fully_async/rollouter/", "dynamic_resource/")) for key in zero[-1])
     first, second = steps[1], steps[2]
     assert first["training/rollout_probs_diff_mean"] < SAME_WEIGHTS  # the first sync replaced dummy weights
     assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
@@ -198,5 +202,8 @@ def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_we
         assert metrics["fully_async/count/stale_trajectory_processed"] == 0.0
         assert metrics["fully_async/partial/total_partial_num"] == 0.0
         assert metrics["fully_async/count/dropped_stale_samples"] == 0.0
+        assert (
+            metrics["toolgym/staleness/max"] == 0.0 and metrics["toolgym/mixed_version_samples/total"] == 0.0
+        )
         assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/trainable/mean"] == 1.0
     _check_the_rows_came_from_toolgyms_loop(out, 2)

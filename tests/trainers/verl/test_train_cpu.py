@@ -131,6 +131,8 @@ def test_two_grpo_steps_run_and_the_synced_policy_moves(cpu_run):
     # same run gives mean 3e-4 and max 3.5e-3 (probabilities over the tiny model's 1600-token vocabulary)
     assert second["training/rollout_probs_diff_mean"] < 1e-4
     assert second["training/rollout_probs_diff_max"] < 1e-3
+    # synchronous training: every sample was sampled by the weights the step trains (toolgym's staleness)
+    assert first["toolgym/staleness/max"] == second["toolgym/staleness/max"] == 0.0
 
     (ckpt,) = (out / "checkpoints" / "global_step_2" / "actor").glob("model_world_size_1_rank_0.pt")
     trained = torch.load(ckpt, map_location="cpu", weights_only=False)

@@ -80,15 +80,22 @@ def episode_metrics(non_tensor_batch: Mapping[str, Any]) -> dict[str, float]:
     return metrics
 
 
-def staleness_metrics(non_tensor_batch: Mapping[str, Any], trainer_version: int | None) -> dict[str, float]:
+def staleness_metrics(
+    non_tensor_batch: Mapping[str, Any], trainer_version: int | None, *, labels_lead: bool = False
+) -> dict[str, float]:
     """How many weight updates behind ``trainer_version`` each sample's oldest token was sampled (see the
     module docstring), from the ``min_global_steps``/``max_global_steps`` columns toolgym's agent loops (and
-    verl's) fill; nothing when the trainer's version or the samples' are unknown."""
+    verl's) fill; nothing when the trainer's version or the samples' are unknown. ``labels_lead``: the
+    samples' labels run one ahead of the updates in their weights (one step off the policy publishes step
+    N's weights, N-1 updates, under N; 0 and 1 are both the initial weights)."""
     lows, highs = non_tensor_batch.get("min_global_steps"), non_tensor_batch.get("max_global_steps")
     if trainer_version is None or lows is None or highs is None:
         return {}
+    lead = 1 if labels_lead else 0
     pairs = [
-        (int(lo), int(hi)) for lo, hi in zip(lows, highs, strict=False) if lo is not None and hi is not None
+        (max(int(lo) - lead, 0), max(int(hi) - lead, 0))
+        for lo, hi in zip(lows, highs, strict=False)
+        if lo is not None and hi is not None
     ]
     if not pairs:
         return {}
@@ -102,23 +109,21 @@ def staleness_metrics(non_tensor_batch: Mapping[str, Any], trainer_version: int 
 
 
 def trainer_weights_version(trainer: Any) -> int | None:
-    """The version label (verl's ``global_steps`` as its rollout servers report it) of the weights
-    ``trainer`` (verl's, the caller of ``compute_data_metrics``) held when it took the batch:
-
-    - fully-async: ``current_param_version`` as its step's metrics recorded it then (it moves on before the
-      metrics are computed);
-    - one step off the policy: the step itself (step N publishes its weights under N before it trains, and
-      trains on the batch rolled out under N-1);
-    - synchronous: the step before (step N rolls out with the weights step N-1 published under N-1).
-    """
+    """The version of the weights ``trainer`` (verl's, the caller of ``compute_data_metrics``) held when it
+    took the batch, as its rollout servers count versions: fully-async's ``current_param_version`` as its
+    step's metrics recorded it then (it moves on before the metrics are computed); for the step-by-step
+    trainers the updates so far, ``global_steps - 1`` (step N trains the weights of N-1 updates)."""
     metrics = getattr(trainer, "metrics", None)
     if isinstance(metrics, Mapping) and "fully_async/count/current_param_version" in metrics:
         return int(metrics["fully_async/count/current_param_version"])
     step = getattr(trainer, "global_steps", None)
-    if not isinstance(step, int):
-        return None
-    one_step_off = any(k.__name__ == "OneStepOffRayTrainer" for k in type(trainer).__mro__)
-    return step if one_step_off else step - 1
+    return int(step) - 1 if isinstance(step, int) else None
+
+
+def labels_lead(trainer: Any) -> bool:
+    """Whether ``trainer`` labels its weights one ahead of their updates: verl's one-step-off trainer syncs
+    at the start of step N under N, before step N's update (the synchronous trainer syncs after it)."""
+    return any(k.__name__ == "OneStepOffRayTrainer" for k in type(trainer).__mro__)
 
 
 def _floats(values: Any) -> np.ndarray:
@@ -133,7 +138,8 @@ def _with_episode_metrics(compute_data_metrics):
         metrics.update(episode_metrics(columns))
         # verl's trainers call this from a method of theirs: the caller's ``self`` is the trainer
         trainer = sys._getframe(1).f_locals.get("self")
-        metrics.update(staleness_metrics(columns, trainer_weights_version(trainer)))
+        version = trainer_weights_version(trainer)
+        metrics.update(staleness_metrics(columns, version, labels_lead=labels_lead(trainer)))
         return metrics
 
     wrapper.__toolgym_wrapped__ = True  # type: ignore[attr-defined]  # a marker: wrap verl's function once
