@@ -95,15 +95,10 @@ def covered(spans: list[tuple[float, float]], start: float, end: float) -> float
     return total
 
 
-def update_steps(trains: list[tuple[float, float]], gap_s: float = 0.5) -> list[tuple[float, float]]:
-    """Actor updates grouped into steps (a step's mini-batch updates follow each other within ``gap_s``)."""
-    steps: list[tuple[float, float]] = []
-    for a, b in trains:
-        if steps and a - steps[-1][1] < gap_s:
-            steps[-1] = (steps[-1][0], b)
-        else:
-            steps.append((a, b))
-    return steps
+def update_steps(trains: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The actor updates, one per training step: these configs update once a step (``ppo_mini_batch_size`` is
+    the whole batch) on one rank."""
+    return sorted(trains)
 
 
 def timeline(
