@@ -39,9 +39,9 @@ import pytest
 
 import toolgym
 from toolgym.envs.swe import SWE_LIMITS, swe_oracle
-from toolgym.envs.swe_repos import shared_repo_store
 from toolgym.rewards.swe import FileChanges, run_tests
 from toolgym.sandbox.shared import shared_test_sandbox
+from toolgym.swe.repos import shared_repo_store
 from toolgym.testing.swe import FIXED, sample_row
 from toolgym.tools.bash import BashTool
 

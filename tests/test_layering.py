@@ -35,7 +35,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("contracts", ("toolgym.core", "toolgym.sandbox")),
     (
         "parsers, tools, rewards, search, sql",
-        ("toolgym.parsers", "toolgym.tools", "toolgym.rewards", "toolgym.search", "toolgym.sql"),
+        (
+            "toolgym.parsers",
+            "toolgym.tools",
+            "toolgym.rewards",
+            "toolgym.search",
+            "toolgym.sql",
+            "toolgym.swe",
+        ),
     ),
     # ToolEnv and make_env wire a parser, tools and a verifier together: they sit above them
     ("envs", ("toolgym.envs", "=toolgym")),

@@ -1,6 +1,6 @@
 """SWE-v0's procedural bugs: single-point mutations of real-world-style source, and generated repositories.
 
-The repositories' outcomes are computed in-process by ``toolgym.envs.swe_world``; here real pytest, in a
+The repositories' outcomes are computed in-process by ``toolgym.swe.world``; here real pytest, in a
 subprocess from each repository's root, checks them: the clean repository passes, and on the repository as the
 task starts (plus the hidden tests) exactly ``fail_to_pass`` fails. To keep the file fast the runs are batched
 (``DRIVER``: pytest imported once, one forked child per repository, all at once), with pytest's plugin
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgym.envs.swe_mutate import KINDS, Mutation, apply_mutation, functions_of, mutations_of
-from toolgym.envs.swe_world import LEVELS, GeneratedRepo, generate_repo
+from toolgym.swe.mutate import KINDS, Mutation, apply_mutation, functions_of, mutations_of
+from toolgym.swe.world import LEVELS, GeneratedRepo, generate_repo
 
 SEEDS = (0, 1, 2)
 
@@ -89,7 +89,7 @@ def label(name: str, size: int) -> str:
 '''
 
 
-# --- swe_mutate ---------------------------------------------------------------------------------------------
+# --- swe.mutate ---------------------------------------------------------------------------------------------
 
 
 def test_mutations_of_real_world_source_cover_every_kind_and_each_parses_and_changes_one_span():
@@ -200,7 +200,7 @@ def test_formatting_that_would_break_a_naive_replacement_is_handled():
     assert any(m.kind == "flip_operator" and m.before == "-" and m.after == "+" for m in found)
 
 
-# --- swe_world ----------------------------------------------------------------------------------------------
+# --- swe.world ----------------------------------------------------------------------------------------------
 
 
 ELSEWHERE = ((5, 1), (6, 2), (7, 3))
@@ -215,7 +215,7 @@ def elsewhere() -> Iterator[subprocess.Popen[str]]:
     """The digests of ELSEWHERE's repos computed in another process with another hash seed, started with the
     file's first test so that it runs alongside the others (its check is the file's last test)."""
     code = (
-        "import dataclasses, hashlib, json\nfrom toolgym.envs.swe_world import generate_repo\n"
+        "import dataclasses, hashlib, json\nfrom toolgym.swe.world import generate_repo\n"
         "print([hashlib.sha256(json.dumps(dataclasses.asdict(generate_repo(seed, level)), sort_keys=True)"
         f".encode()).hexdigest() for seed, level in {ELSEWHERE!r}])"
     )

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_mine(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from toolgym.envs.swe_mine import MiningRefused, mine
+    from toolgym.swe.mine import MiningRefused, mine
 
     bar = tqdm(total=0, unit="function", desc="mining", file=sys.stderr, disable=None)
 

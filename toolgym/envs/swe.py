@@ -1,7 +1,7 @@
 """toolgym/SWE-v0: fix a bug in a Python repository at /testbed, judged by the task's tests, without Docker.
 
 The repository is a git work tree at the task's base commit whose history ends there
-(:mod:`toolgym.envs.swe_repos`), unpacked into the episode's sandbox session: the workspace machinery of
+(:mod:`toolgym.swe.repos`), unpacked into the episode's sandbox session: the workspace machinery of
 Terminal-v0 (``BashTool``), at SWE-bench's path ``/testbed``. The model has ``bash`` and
 ``str_replace_editor`` (SWE-agent's and OpenHands' editor); the observation is the problem statement; the
 episode ends with a final answer. Each live episode holds one sandbox session slot, like a python session,
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,24 +33,12 @@ from toolgym.core.registry import register_env
 from toolgym.core.task import FiniteSource, Task, TaskSource
 from toolgym.core.types import ToolCall
 from toolgym.envs.base import ToolEnv
-from toolgym.envs.swe_python import interpreter_for, interpreters, sandbox_for
-from toolgym.envs.swe_tasks import (
-    WORKSPACE_PATH,
-    SWERows,
-    SWEWorkspaces,
-    TaskRefused,
-    procedural_source,
-    row_source,
-)
-from toolgym.rewards.swe import (
-    DEFAULT_TEST_TIMEOUT,
-    DEFAULT_TIMEOUT,
-    FileChanges,
-    SWEJudge,
-    judge,
-    test_sandbox_for,
-)
+from toolgym.envs.swe_tasks import SWERows, TaskRefused, procedural_source, row_source
+from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, SWEJudge
 from toolgym.sandbox.limits import MiB
+from toolgym.swe.interpreters import interpreter_for, interpreters, sandbox_for
+from toolgym.swe.validate import validator
+from toolgym.swe.workspaces import WORKSPACE_PATH, SWEWorkspaces
 from toolgym.tools.bash import TERMINAL_LIMITS, BashTool
 from toolgym.tools.editor import EditorTool
 
@@ -145,48 +133,6 @@ def swe_wrong(task: Task) -> Sequence[ToolCall | str]:
     return [ToolCall(name="bash", arguments={"command": "git status --short; ls"}), "Fixed it."]
 
 
-def validator(
-    spaces: SWEWorkspaces,
-    bash: BashTool,
-    python_for: Callable[[Task], str],
-    timeout: float,
-    test_timeout: float,
-):
-    """SWE-bench's validation of a row, on this machine: the gold patch passes every listed test, and the
-    unpatched repository fails a FAIL_TO_PASS test. Returns why a row fails it (None: it holds)."""
-
-    def check(task: Task) -> str | None:
-        python = python_for(task)
-        paths = bash.workspace_paths()
-        if isinstance(paths, str):
-            return f"the sandbox cannot hold its workspace: {paths}"
-        sandbox, archive, tests = test_sandbox_for(bash), spaces.archive(task), spaces.test_files(task)
-        options: dict[str, Any] = {
-            "paths": paths,
-            "python": python,
-            "timeout": timeout,
-            "test_timeout": test_timeout,
-        }
-        gold = judge(sandbox, archive, FileChanges.of(spaces.gold_files(task)), task, tests, **options)
-        if gold.error:
-            return f"the judge cannot run its tests here: {gold.error}"
-        if not gold.passed:
-            failing = {**gold.details["fail_to_pass"], **gold.details["pass_to_pass_failed"]}
-            failing = {k: v for k, v in failing.items() if v != "passed"}
-            sample = ", ".join(f"{k} ({v})" for k, v in list(failing.items())[:3])
-            return (
-                f"its gold patch does not pass here ({len(failing)} tests: {sample}); the local interpreter "
-                f"{python} may lack what the repository needs. "
-                f"Output: {gold.details.get('output', '')[-300:]}"
-            )
-        bare = judge(sandbox, archive, FileChanges(), task, tests, **options)
-        if not bare.error and bare.passed:
-            return "the unpatched repository already passes its FAIL_TO_PASS tests"
-        return None
-
-    return check
-
-
 @register_env(
     "toolgym/SWE-v0",
     tools=["bash", "str_replace_editor"],
@@ -218,7 +164,7 @@ def make_swe_env(
     or ``"fraction"``. ``validate``: check each row's gold patch on this machine when first drawn (module
     docstring of ``swe_tasks``). ``python``: the interpreter the tests (and the agent's ``python``) run
     with: one (an executable or a venv directory) or ``{"owner/name": ..., "*": default}`` per repository
-    (default this one; see ``swe_python``).
+    (default this one; see ``toolgym.swe.interpreters``).
     ``timeout``: seconds per shell command; ``judge_timeout`` / ``test_timeout``: the judge's whole run and
     each test. ``tool``: a ``BashTool`` of your own (another sandbox, limits)."""
     if level not in (1, 2, 3):

@@ -1,13 +1,13 @@
-"""The procedural SWE world's themes: the function and class templates ``swe_world`` builds packages from.
+"""The procedural SWE world's themes: the function and class templates ``world`` builds packages from.
 
 Ten themes (text utilities, statistics, money, inventory, intervals and dates, plane geometry, grids,
 scheduling, parsing, validation), 58 function templates and five class templates. Each template is the source
 of a typed, documented function (names, constants and defaults drawn from the seed's ``random.Random``) and
 the calls its tests make. This file is long because it is data: the templates themselves, one after another,
-each short; the code that builds a repository from them and injects its bugs is ``toolgym.envs.swe_world``.
+each short; the code that builds a repository from them and injects its bugs is ``toolgym.swe.world``.
 
 Every template uses only bounded constructs (``for`` loops over finite sequences and ranges; no ``while``, no
-recursion, no I/O), which ``swe_world`` relies on to run the generated code in-process.
+recursion, no I/O), which ``world`` relies on to run the generated code in-process.
 """
 
 from __future__ import annotations

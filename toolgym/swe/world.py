@@ -2,13 +2,13 @@
 
 ``generate_repo(seed, level)`` writes a package of 3-5 modules, each drawn from one of ten themes (text
 utilities, statistics, money, inventory, intervals and dates, plane geometry, grids, scheduling, parsing,
-validation; the templates are ``toolgym.envs.swe_themes``) with 3-5 typed, documented functions and, in some,
+validation; the templates are ``toolgym.swe.themes``) with 3-5 typed, documented functions and, in some,
 a small class, plus a pytest suite that passes. Then it breaks it:
 
 =====  ======================================================================================================
 level  the task
 =====  ======================================================================================================
-1      one single-point mutation (:mod:`toolgym.envs.swe_mutate`) in one function; a bug report, one symptom
+1      one single-point mutation (:mod:`toolgym.swe.mutate`) in one function; a bug report, one symptom
 2      two mutations in two different modules; the report shows both symptoms
 3      one function removed from its module, its tests held back as hidden tests; a feature request for it
 =====  ======================================================================================================
@@ -35,7 +35,7 @@ sandbox; ``tests/envs/test_swe_world.py`` checks that pytest agrees with the out
 
 Why one module of this length: building a repository and injecting its bugs are one pipeline (templates
 instantiated, tests computed in-process, bugs chosen where the tests see them, the issue written); the
-templates are in swe_themes.py and the mutations in swe_mutate.py.
+templates are in themes.py and the mutations in mutate.py.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from string import Template
 
-from toolgym.envs.swe_mutate import KINDS, Mutation, apply_mutation, mutations_of
-from toolgym.envs.swe_themes import STEMS, SUFFIXES, THEMES, ClassTemplate, FunctionTemplate, literal
+from toolgym.swe.mutate import KINDS, Mutation, apply_mutation, mutations_of
+from toolgym.swe.themes import STEMS, SUFFIXES, THEMES, ClassTemplate, FunctionTemplate, literal
 
 LEVELS = (1, 2, 3)
 

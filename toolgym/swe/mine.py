@@ -8,7 +8,7 @@ suite, without Docker.
    the repository's functions each test calls. A suite that does not pass clean is refused, naming the
    failing tests.
 3. For each function the tests call (outside the tests), single-point mutations
-   (``toolgym.envs.swe_mutate``) are tried in a seeded order, up to ``per_function`` kept per function: a
+   (``toolgym.swe.mutate``) are tried in a seeded order, up to ``per_function`` kept per function: a
    mutant runs the test files that call the function, in the sandbox, and is kept when at least one of their
    tests fails; a kept one then runs the whole suite: the tests it breaks are ``FAIL_TO_PASS``, every other
    test that passed clean ``PASS_TO_PASS`` (as SWE-bench's are: a fix that breaks another file is seen).
@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.envs.swe_mutate import Mutation, apply_mutation, mutations_of
-from toolgym.envs.swe_repos import git, shared_repo_store
 from toolgym.rewards.swe import FileChanges, TestRun, protected, run_tests, test_files_of
 from toolgym.sandbox import Sandbox
+from toolgym.swe.mutate import Mutation, apply_mutation, mutations_of
+from toolgym.swe.repos import git, shared_repo_store
 
 #: mutants tried per bug kept, at most, in a function (equivalent mutants break no test and are skipped)
 TRIES_PER_KEPT = 10
@@ -103,7 +103,7 @@ def _commit_with(clone: Path, parent: str, path: str, text: str, message: str) -
 
 
 def _diff(path: str, before: str, after: str) -> str:
-    from toolgym.envs.swe_tasks import repo_patch
+    from toolgym.swe.workspaces import repo_patch
 
     return repo_patch({path: before}, {path: after})
 
