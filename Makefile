@@ -7,7 +7,7 @@ PYTHON ?= python3
 # (openenv goes in --no-deps too); mcp = the MCP SDK (toolgym.tools.mcp_tools, toolgym serve mcp); agents =
 # smolagents and mini-swe-agent, the real agent programs the gateway's tests run.
 # On a CUDA training machine follow docs/training.md instead (pip install 'toolgym[gpu]').
-EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers,agents
+EXTRAS ?= dev,cpu,verl,trl,ray,docs,openenv,mcp,skyrl,verifiers,agents,swe
 # three pytest-xdist workers on CI's two cores: two left the cores idle for about 40% of the main suite (its
 # tests wait on servers, subprocesses and verl's start-up), and the verl runs take two of them a while
 TEST_WORKERS ?= 3

@@ -1,11 +1,15 @@
-"""``toolgym swe mine REPO --out FILE``: SWE-v0 tasks (SWE-bench-schema rows) from a local repository."""
+"""``toolgym swe``: SWE-v0's repository tasks. ``mine REPO --out FILE``: rows from a local repository;
+``envs build ROWS --repos DIR --out ENVS``: one environment per repository version, from the rows' recipes;
+``validate ROWS --repos DIR --envs ENVS``: SWE-bench's validation of every row, here."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from toolgym.util.kwargs import positive_int
+from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +38,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     mine.add_argument("--python", default=None, help="the interpreter the tests run with (default this one)")
     mine.add_argument("--test-timeout", type=float, default=60.0, help="seconds per test (default 60)")
     mine.set_defaults(func=cmd_mine)
+
+    envs = verbs.add_parser("envs", help="the environments SWE-bench-schema rows run in (`envs build`)")
+    env_verbs = envs.add_subparsers(dest="envs_verb", metavar="VERB", required=True)
+    build = env_verbs.add_parser(
+        "build",
+        help="build one Python environment per repository version the rows need, from their recipes, with uv",
+        description="Plans one environment per distinct (repository, setup commit, recipe) and builds each "
+        "once into ENVS/<key>/ (a venv, the repository installed so that it imports from the episode's "
+        "workspace, its compiled parts, a manifest and a build log). Recipes come from --recipes, the rows' "
+        "install_config, SWE-bench's specs, SWE-smith's profiles, or are inferred. Then: "
+        "gym.make('toolgym/SWE-v0', tasks=ROWS, repos=DIR, envs=ENVS).",
+    )
+    build.add_argument("rows", metavar="ROWS", help="SWE-bench-schema rows (.jsonl, .json, .parquet)")
+    build.add_argument("--repos", required=True, metavar="DIR", help="the owner__name clones")
+    build.add_argument("--out", required=True, metavar="ENVS", help="the environments' directory")
+    build.add_argument("--jobs", type=positive_int, default=2, help="builds at once (default 2)")
+    build.add_argument("--recipes", default=None, metavar="FILE", help="your recipes (YAML or JSON)")
+    build.add_argument(
+        "--exclude-newer",
+        action="store_true",
+        help="resolve each environment's packages as of its newest row's created_at",
+    )
+    build.set_defaults(func=cmd_envs_build)
+
+    validate = verbs.add_parser(
+        "validate",
+        help="SWE-bench's validation of every row here: the gold patch passes, the bare base fails",
+        description="Runs each row's gold patch and its bare base commit through SWE-v0's judge in the row's "
+        "environment, in parallel; the results go to ENVS/validation/, which SWE-v0 reads when it draws a "
+        "row, so training does not validate twice.",
+    )
+    validate.add_argument("rows", metavar="ROWS", help="SWE-bench-schema rows (.jsonl, .json, .parquet)")
+    validate.add_argument("--repos", required=True, metavar="DIR", help="the owner__name clones")
+    validate.add_argument("--envs", required=True, metavar="ENVS", help="the built environments")
+    validate.add_argument("--jobs", type=positive_int, default=2, help="rows at once (default 2)")
+    validate.add_argument("--out", default=None, metavar="FILE", help="write each row's result (JSONL)")
+    validate.set_defaults(func=cmd_validate)
 
 
 def cmd_mine(args: argparse.Namespace) -> int:
@@ -73,3 +114,98 @@ def cmd_mine(args: argparse.Namespace) -> int:
         f"play them: gym.make('toolgym/SWE-v0', tasks={str(args.out)!r}, repos={str(report.clone.parent)!r})"
     )
     return 0
+
+
+def cmd_envs_build(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from toolgym.envs.task_files import task_rows
+    from toolgym.swe.environments import BuildFailed, build_all, plan
+    from toolgym.swe.recipes import RecipeError, UserRecipes
+
+    try:
+        rows = list(task_rows(args.rows))
+        plans = plan(rows, UserRecipes(args.recipes) if args.recipes else None)
+    except (OSError, ValueError, RecipeError) as exc:
+        print(f"toolgym swe envs build: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(rows)} rows need {len(plans)} environment(s); building into {args.out}", file=sys.stderr)
+    bar = tqdm(total=len(plans), unit="env", desc="building", file=sys.stderr, disable=None)
+    lines = []
+
+    def progress(entry, result) -> None:
+        bar.update(1)
+        bar.set_postfix_str(entry.repo[-40:], refresh=False)
+        if isinstance(result, BuildFailed):
+            lines.append(
+                [entry.repo, entry.key, "FAILED", "", "", f"step {result.step}: {result.message}"[:150]]
+            )
+        else:
+            py = result["python"]
+            python = py["used"] + (
+                "" if py["used"] == py["asked"] or py["asked"] is None else f" (asked {py['asked']})"
+            )
+            state = "reused" if result.get("reused") else f"built in {result['build_s']:.0f} s"
+            size = f"{result['size_bytes'] / 2**20:.0f} MiB"
+            lines.append([entry.repo, entry.key, state, python, size, f"{len(entry.rows)} rows"])
+
+    results = build_all(plans, args.repos, args.out, jobs=args.jobs, exclude_newer=args.exclude_newer,
+                        progress=progress)  # fmt: skip
+    bar.close()
+    print(format_table(["repository", "environment", "build", "python", "size", ""], sorted(lines)))
+    failed = [r for r in results.values() if isinstance(r, BuildFailed)]
+    for failure in failed:
+        print(f"failed: {failure}", file=sys.stderr)
+    print(f"{len(results) - len(failed)} of {len(results)} environment(s) ready in {args.out}")
+    return 1 if failed else 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    import gymnasium as gym
+    from tqdm import tqdm
+
+    import toolgym  # noqa: F401 - registers the envs
+    from toolgym.envs.swe_tasks import TaskRefused
+    from toolgym.swe.validate import ValidationCache
+
+    env = gym.make("toolgym/SWE-v0", tasks=args.rows, repos=args.repos, envs=args.envs)
+    source: Any = env.unwrapped.tasks  # type: ignore[attr-defined]  # (SWE-v0's ToolEnv)
+    verifier: Any = env.unwrapped.verifier  # type: ignore[attr-defined]
+    ids = [source.rows.task_at(i).id for i in range(len(source))]
+    cache = ValidationCache(args.envs)
+    bar = tqdm(total=len(ids), unit="row", desc="validating", file=sys.stderr, disable=None)
+
+    def one(task_id: str) -> dict:
+        try:
+            task = source.get(task_id)
+        except TaskRefused as exc:
+            result = {"instance_id": task_id, "ok": False, "reason": str(exc).removeprefix(f"{task_id}: ")}
+        else:
+            python = verifier.python_for(task)
+            result = cache.get(task, python) or {"instance_id": task_id, "ok": True, "reason": None}
+        bar.update(1)
+        return result
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(one, ids))
+    bar.close()
+    env.close()
+    rows = []
+    for r in results:
+        where = r.get("python", "").split("/")[-4:-3]  # ENVS/<key>/venv/bin/python
+        seconds = f"{r['seconds']:.1f}" if "seconds" in r else ""
+        verdict = "valid" if r["ok"] else "refused"
+        rows.append(
+            [r["instance_id"], verdict, where[0] if where else "", seconds, (r["reason"] or "")[:120]]
+        )
+    print(format_table(["row", "verdict", "environment", "seconds", "reason"], rows))
+    valid = sum(r["ok"] for r in results)
+    print(f"{valid} of {len(results)} rows valid here")
+    if args.out:
+        with open(args.out, "w") as fh:
+            for r in results:
+                fh.write(json.dumps(r) + "\n")
+    return 0 if valid == len(results) else 1

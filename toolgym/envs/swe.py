@@ -36,8 +36,9 @@ from toolgym.envs.base import ToolEnv
 from toolgym.envs.swe_tasks import SWERows, TaskRefused, procedural_source, row_source
 from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, SWEJudge
 from toolgym.sandbox.limits import MiB
+from toolgym.swe.environments import RowEnvironments, id_rule_for
 from toolgym.swe.interpreters import interpreter_for, interpreters, sandbox_for
-from toolgym.swe.validate import validator
+from toolgym.swe.validate import ValidationCache, validator
 from toolgym.swe.workspaces import WORKSPACE_PATH, SWEWorkspaces
 from toolgym.tools.bash import TERMINAL_LIMITS, BashTool
 from toolgym.tools.editor import EditorTool
@@ -156,6 +157,7 @@ def make_swe_env(
     judge_timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
     tool: BashTool | None = None,
+    envs: str | Path | None = None,
     **env_kwargs: Any,
 ) -> ToolEnv:
     """``level`` 1-3 shapes the procedural tasks (1: one bug; 2: bugs in two modules; 3: a missing feature
@@ -175,16 +177,29 @@ def make_swe_env(
         raise FileNotFoundError(f"repos={repos!s}: no such directory (it holds owner__name git clones)")
     if tasks is None and repos is not None:
         raise ValueError("repos= goes with tasks= (the rows whose repositories it holds)")
+    if envs is not None and tasks is None:
+        raise ValueError("envs= goes with tasks= (the rows whose environments it holds)")
+    if envs is not None and python is not None:
+        raise ValueError("envs= gives each row its environment's interpreter: leave python= out")
+    spaces: SWEWorkspaces | RowEnvironments = _workspaces(repos)
     python_for = interpreter_for(python)
-    spaces = _workspaces(repos)
+    pythons = interpreters(python)
+    judge_options = None
+    if envs is not None:
+        spaces = RowEnvironments(envs, spaces)
+        python_for, pythons, judge_options = spaces.python_for, spaces.pythons(), spaces.judge_options
+    else:
+        judge_options = lambda task: {"id_rule": id_rule_for(task.data)}  # noqa: E731
     bash = tool or BashTool(
-        sandbox=sandbox_for(interpreters(python)),
+        sandbox=sandbox_for(pythons),
         timeout=timeout,
         limits=SWE_LIMITS,
         workspace="testbed",
         workspace_path=WORKSPACE_PATH,
         archive=spaces.archive,
-        path_prefix=None if python is None else lambda task: os.path.dirname(python_for(task)),
+        path_prefix=None
+        if python is None and envs is None
+        else lambda task: os.path.dirname(python_for(task)),
     )
 
     def where() -> str | None:
@@ -196,10 +211,21 @@ def make_swe_env(
         source = procedural_source(level, where)
     else:
         rows = tasks if isinstance(tasks, FiniteSource) else row_source(tasks)
-        check = validator(spaces, bash, python_for, judge_timeout, test_timeout) if validate else None
-        source = SWERows(rows, spaces, where, check)
+        cache = ValidationCache(envs) if envs is not None else None
+        check = (
+            validator(spaces, bash, python_for, judge_timeout, test_timeout, judge_options, cache)
+            if validate
+            else None
+        )
+        source = SWERows(rows, spaces, where, check)  # type: ignore[arg-type]  # (the same interface)
     verifier = SWEJudge(
-        bash, spaces, reward=reward, python=python_for, timeout=judge_timeout, test_timeout=test_timeout
+        bash,
+        spaces,
+        reward=reward,
+        python=python_for,
+        timeout=judge_timeout,
+        test_timeout=test_timeout,
+        options=judge_options if tasks is not None else None,
     )
     env_kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     env_kwargs.setdefault("max_observation_chars", 16_000)

@@ -43,7 +43,7 @@ import fnmatch
 import json
 import posixpath
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -136,11 +136,40 @@ class TestRun:
     messages: dict[str, str] = field(default_factory=dict)
     covered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     unapplied: tuple[str, ...] = ()  # changes that could not be made in the judged tree, and why
+    matched: dict[str, list[str]] = field(default_factory=dict)  # listed id -> the collected tests it named
 
 
-def _outcomes(ids: list[str] | None, records: list[dict]) -> tuple[dict[str, str], bool, bool, str | None]:
+#: a compiled part's sources: a change to one makes the judge rebuild before the tests (``rebuild=``)
+COMPILED_SOURCES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".pyx", ".pxd", ".pxi", ".f", ".f90")
+#: how a dataset wrote its test ids: ``exact`` (pytest node ids), ``pytest`` (SWE-bench's log parsers: an id
+#: cut at its first space, as ``-rA``'s summary line splits it), ``pytest_options`` (cut, and a path
+#: parameter shortened to its last part, SWE-bench's parser for requests, pydicom and pylint)
+ID_RULES = ("exact", "pytest", "pytest_options")
+_WORST = ("failed", "timed out", "no result", "skipped", "passed")
+
+
+def listed_forms(nodeid: str, rule: str) -> set[str]:
+    """The ids a dataset following ``rule`` may list the collected test ``nodeid`` under (the runner in
+    ``judge_driver`` keeps the same rule)."""
+    forms = {nodeid}
+    if rule == "exact":
+        return forms
+    cut = nodeid.split()[0] if nodeid.split() else nodeid
+    forms.add(cut)
+    if rule == "pytest_options" and "[" in cut and cut.endswith("]"):
+        main, option = cut[:-1].split("[", 1)
+        if option.startswith("/") and not option.startswith("//") and "*" not in option:
+            forms.add(f"{main}[/{option.split('/')[-1]}]")
+    return forms
+
+
+def _outcomes(
+    ids: list[str] | None, records: list[dict], rule: str = "exact"
+) -> tuple[dict[str, str], bool, bool, str | None]:
     """Per listed test (every collected one when ``ids`` is None) its outcome; whether the runner got ready
-    and finished; the test that was running when the runner stopped (its time limit), if any."""
+    and finished; the test that was running when the runner stopped (its time limit), if any. A listed id
+    that names no collected test exactly stands for the collected tests it is a ``listed_forms`` of (all
+    of them must pass)."""
     ready = any("ready" in r for r in records)
     finished = any("finished" in r for r in records)
     collected: set[str] = set()
@@ -155,22 +184,37 @@ def _outcomes(ids: list[str] | None, records: list[dict]) -> tuple[dict[str, str
             phases.setdefault(r["id"], {})[r["when"]] = r
             if r["when"] == "teardown" and r["id"] == running:
                 running = None
+
+    def outcome(test: str) -> str:
+        seen = phases.get(test, {})
+        if test == running:
+            return "timed out"
+        if any(p["outcome"] == "failed" for p in seen.values()):
+            return "failed"
+        if seen.get("call", {}).get("outcome") == "passed" or any(p["xfail"] for p in seen.values()):
+            return "passed"
+        if any(p["outcome"] == "skipped" for p in seen.values()):
+            return "skipped"
+        return "no result"
+
     out: dict[str, str] = {}
     for test in sorted(collected) if ids is None else ids:
-        seen = phases.get(test, {})
-        if test not in collected:
-            out[test] = "not collected"
-        elif test == running:
-            out[test] = "timed out"
-        elif any(p["outcome"] == "failed" for p in seen.values()):
-            out[test] = "failed"
-        elif seen.get("call", {}).get("outcome") == "passed" or any(p["xfail"] for p in seen.values()):
-            out[test] = "passed"
-        elif any(p["outcome"] == "skipped" for p in seen.values()):
-            out[test] = "skipped"
-        else:
-            out[test] = "no result"
+        if test in collected:
+            out[test] = outcome(test)
+            continue
+        matched = [c for c in collected if test in listed_forms(c, rule)] if rule != "exact" else []
+        out[test] = min((outcome(c) for c in matched), key=_WORST.index) if matched else "not collected"
     return out, ready, finished, running
+
+
+def matched_ids(ids: Iterable[str], records: list[dict], rule: str) -> dict[str, list[str]]:
+    """Which collected tests each listed id that is not itself a node id stood for (a verdict's detail)."""
+    collected = {c for r in records if "collected" in r for c in r["collected"]}
+    return {
+        test: sorted(c for c in collected if test in listed_forms(c, rule))
+        for test in ids
+        if test not in collected and rule != "exact"
+    }
 
 
 def test_files_of(ids: Iterable[str]) -> list[str]:
@@ -204,11 +248,18 @@ def run_tests(
     python: str = sys.executable,
     timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    id_rule: str = "exact",
+    rebuild: Sequence[str] | None = None,
 ) -> TestRun:
     """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
     child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at.
     ``tests=None`` runs every test pytest collects from ``files`` (default: the repository's own
-    configuration decides); ``trace`` records which functions each test calls (the miner's coverage)."""
+    configuration decides); ``trace`` records which functions each test calls (the miner's coverage).
+    ``id_rule``: how ``tests`` are written (``ID_RULES``); ``rebuild``: the command that rebuilds the
+    compiled parts (``python`` is the run's interpreter), run first when a change touches a compiled
+    source."""
+    if id_rule not in ID_RULES:
+        raise ValueError(f"id_rule must be one of {ID_RULES}, not {id_rule!r}")
     test_files = dict(test_files or {})
     ignored = sorted(
         rel for rel in (*changes.files, *changes.links, *changes.deleted) if protected(rel, test_files)
@@ -226,6 +277,9 @@ def run_tests(
         "test_timeout": test_timeout,
         "trace": trace,
         "memory": JUDGE_LIMITS.memory_bytes - 512 * MiB,  # (the judge's own process and tar keep the rest)
+        "id_rule": id_rule,
+        "rebuild": list(rebuild) if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept) else None,
+        "rebuild_timeout": max(timeout / 2, 1.0),
     }
     sent: dict[str, str | bytes] = {"testbed.tar": archive, "judge.json": json.dumps(config)}
     code = (
@@ -241,7 +295,7 @@ def run_tests(
             why = f"the judge failed ({res.status}): {res.detail or res.stderr[-300:]}"
         return TestRun({}, error=why, ignored=tuple(ignored))
     records = reply["records"]
-    outcomes, ready, finished, running = _outcomes(None if tests is None else list(tests), records)
+    outcomes, ready, finished, running = _outcomes(None if tests is None else list(tests), records, id_rule)
     output = reply["out"][-4000:]
     messages = {r["id"]: r["message"] for r in records if r.get("message")}
     covered = {r["covered"]: [tuple(f) for f in r["functions"]] for r in records if "covered" in r}
@@ -266,6 +320,7 @@ def run_tests(
         messages=messages,
         covered=covered,
         unapplied=tuple(reply["unapplied"]),
+        matched=matched_ids(tests or [], records, id_rule),
     )
 
 
@@ -308,6 +363,7 @@ class SWEJudge(Verifier):
         timeout: float = DEFAULT_TIMEOUT,
         test_timeout: float = DEFAULT_TEST_TIMEOUT,
         sandbox: Sandbox | None = None,
+        options: Callable[[Task], Mapping[str, Any]] | None = None,
     ):
         if reward not in ("resolved", "fraction"):
             raise ValueError(f"reward must be 'resolved' or 'fraction', got {reward!r}")
@@ -315,6 +371,7 @@ class SWEJudge(Verifier):
         self.python_for = python if callable(python) else (lambda task: python)
         self.timeout, self.test_timeout = timeout, test_timeout
         self._sandbox = sandbox
+        self.options = options or (lambda task: {})  # per task: id_rule, rebuild (``judge``'s keywords)
 
     @property
     def sandbox(self) -> Sandbox:
@@ -338,6 +395,7 @@ class SWEJudge(Verifier):
             python=self.python_for(task),
             timeout=self.timeout,
             test_timeout=self.test_timeout,
+            **self.options(task),
         )
 
 
@@ -353,6 +411,8 @@ def judge(
     python: str = sys.executable,
     timeout: float = DEFAULT_TIMEOUT,
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    id_rule: str = "exact",
+    rebuild: Sequence[str] | None = None,
 ) -> Verdict:
     """The verdict on ``changes`` for a task with ``fail_to_pass`` / ``pass_to_pass`` in its data."""
     f2p, p2p = list(task.data["fail_to_pass"]), list(task.data["pass_to_pass"])
@@ -366,8 +426,12 @@ def judge(
         python=python,
         timeout=timeout,
         test_timeout=test_timeout,
+        id_rule=id_rule,
+        rebuild=rebuild,
     )
     details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
+    if run.matched:
+        details["matched_ids"] = run.matched
     if run.unapplied:
         details["unapplied_changes"] = list(run.unapplied)
     if run.error is not None:

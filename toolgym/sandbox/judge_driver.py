@@ -56,9 +56,21 @@ def _tg_judge(ws, shown, python, runner):
     out_r, out_w = _os.pipe()
     shown = _os.path.abspath(shown)  # (without the view: the tree in this child's own directory)
     env = {k: v for k, v in _os.environ.items() if not k.startswith("PYTHON")}
-    env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")
+    env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0", TOOLGYM_TESTBED=shown)
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
-           "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False)}
+           "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
+           "id_rule": cfg.get("id_rule", "exact")}
+    rebuilt = ""
+    if cfg.get("rebuild"):  # a compiled source differs from the environment's build: rebuild it in this tree
+        argv = [python if w == "python" else w for w in cfg["rebuild"]]
+        try:
+            done = _sp.run(argv, cwd=shown, env=env, stdin=_sp.DEVNULL, capture_output=True,
+                           timeout=cfg.get("rebuild_timeout", 600))
+            rebuilt = f"[toolgym: rebuilt the compiled parts, exit {done.returncode}]\n"
+            if done.returncode:
+                rebuilt += (done.stdout + done.stderr).decode("utf-8", "replace")[-2000:] + "\n"
+        except (OSError, _sp.SubprocessError) as exc:
+            rebuilt = f"[toolgym: the rebuild of the compiled parts failed: {exc}]\n"
     if python == _sys.executable and "pytest" in _sys.modules:
         # this interpreter (a fork of a server that imported pytest and its plugins) forks the test process:
         # what `python -I` with pytest imported first gives, without starting an interpreter
@@ -124,7 +136,8 @@ def _tg_judge(ws, shown, python, runner):
             records.append(_json.loads(body))
         else:
             bad += 1
-    print(_json.dumps({"records": records, "bad": bad, "exit": code, "out": out.decode("utf-8", "replace"),
+    print(_json.dumps({"records": records, "bad": bad, "exit": code,
+                       "out": rebuilt + out.decode("utf-8", "replace"),
                        "unapplied": unapplied}))
 
 def _tg_cap_memory(limit):
@@ -154,14 +167,25 @@ def _tg_pytest(cfg, key):
     del key
     import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
     wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
+    rule = cfg.get("id_rule", "exact")
+    def listed(nodeid):  # the forms a dataset may list this test under (toolgym.rewards.swe.listed_forms)
+        forms = {nodeid}
+        if rule != "exact":
+            cut = nodeid.split()[0] if nodeid.split() else nodeid
+            forms.add(cut)
+            if rule == "pytest_options" and "[" in cut and cut.endswith("]"):
+                main, option = cut[:-1].split("[", 1)
+                if option.startswith("/") and not option.startswith("//") and "*" not in option:
+                    forms.add(main + "[/" + option.split("/")[-1] + "]")
+        return forms
     limit = float(cfg["test_timeout"])
     root = os.path.realpath(cfg["root"]) + os.sep
     trace = cfg["trace"]
     class _Reporter:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items):
-            keep = [i for i in items if wanted is None or i.nodeid in wanted]
-            drop = [i for i in items if wanted is not None and i.nodeid not in wanted]
+            keep = [i for i in items if wanted is None or listed(i.nodeid) & wanted]
+            drop = [i for i in items if wanted is not None and not listed(i.nodeid) & wanted]
             items[:] = keep
             if drop:
                 config.hook.pytest_deselected(items=drop)

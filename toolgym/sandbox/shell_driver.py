@@ -74,6 +74,8 @@ def _tg_changes(ws, limit):
 def _tg_call(cmd, ws, shown, timeout, cap, path_prefix=""):
     _tg_guard()
     env = dict(_os.environ, PWD=shown, HOME=ws)
+    # where the workspace is, for an environment whose install points there (toolgym.swe.environments)
+    env["TOOLGYM_TESTBED"] = _os.path.abspath(shown)
     if path_prefix:  # the task's interpreter first (a repository's own venv)
         env["PATH"] = path_prefix + ":" + env["PATH"]
     r, w = _os.pipe()

@@ -1,0 +1,201 @@
+"""`toolgym swe envs build`, SWE-v0 with `envs=`, and `toolgym swe validate`, on repositories the tests write:
+a src layout, a namespace package under package_dir, a C extension whose bug is in its C source, a
+requirements file at the setup commit. Each builds with uv from PyPI's packages (pytest, iniconfig: in uv's
+cache after `make install`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import toolgym  # noqa: F401 - registers the envs
+from toolgym import ToolCall
+from toolgym.envs.swe import swe_oracle, swe_wrong
+from toolgym.envs.swe_tasks import TaskRefused
+from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, choose_python, plan
+from toolgym.testing.scripted import script_texts
+from toolgym.testing.swe_layouts import LAYOUTS, layout_row
+
+PYTEST_PIN = f"pytest=={pytest.__version__}"
+MINE = sys.version_info[:2]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The four layouts' rows and environments (one build each); the src layout asks for a Python older
+    than any the build may use (TOOLGYM_SWE_PYTHONS lists only this one): the nearest newer is taken."""
+    root = tmp_path_factory.mktemp("swe-envs")
+    older = f"{MINE[0]}.{MINE[1] - 1}"
+    rows = [
+        layout_row(root / "repos", layout, python=older if layout == "src" else None, pytest_pin=PYTEST_PIN)
+        for layout in LAYOUTS
+    ]
+    (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    old = os.environ.get("TOOLGYM_SWE_PYTHONS")
+    os.environ["TOOLGYM_SWE_PYTHONS"] = sys.executable
+    try:
+        results = build_all(plan(rows), root / "repos", root / "envs", jobs=2)
+    finally:
+        if old is None:
+            os.environ.pop("TOOLGYM_SWE_PYTHONS")
+        else:
+            os.environ["TOOLGYM_SWE_PYTHONS"] = old
+    failed = {k: str(v) for k, v in results.items() if isinstance(v, BuildFailed)}
+    assert not failed, failed
+    by_repo = {m["repo"]: m for m in results.values() if isinstance(m, dict)}
+    return {"root": root, "rows": rows, "manifests": by_repo}
+
+
+def _play(env, policy) -> tuple[float, object]:
+    for action in script_texts(env, policy(env.unwrapped.task)):
+        _, reward, _, _, info = env.step(action)
+    return reward, info["verdict"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_each_layout_imports_from_the_workspace_gold_scores_one_and_doing_nothing_zero(built, layout):
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        env.reset(options={"task_id": f"acme__{layout}-1"})
+        reward, verdict = _play(env, swe_oracle)
+        assert (reward, verdict.error) == (1.0, None), verdict.details
+        env.reset(options={"task_id": f"acme__{layout}-1"})
+        reward, verdict = _play(env, swe_wrong)
+        assert (reward, verdict.error) == (0.0, None), verdict.details
+        assert verdict.details["fail_to_pass"] == {next(iter(verdict.details["fail_to_pass"])): "failed"}
+    finally:
+        env.close()
+
+
+def test_the_agents_python_imports_the_repository_from_its_own_tree_and_pip_install_is_refused(built):
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        env.reset(options={"task_id": "acme__src-1"})
+        look = ToolCall(
+            name="bash",
+            arguments={
+                "command": "python -c 'import shapes.area as a; print(a.__file__)'; which python pytest"
+            },
+        )
+        obs = env.step(script_texts(env, [look])[0])[0]
+        envs_dir = str(root / "envs")
+        assert "src/shapes/area.py" in obs and envs_dir not in obs.split("\n")[0], obs
+        assert f"{envs_dir}/{built['manifests']['acme/src']['key']}/venv/bin/python" in obs, obs
+        pip = ToolCall(
+            name="bash", arguments={"command": "pip install iniconfig; echo exit=$?; pip --version"}
+        )
+        obs = env.step(script_texts(env, [pip])[0])[0]
+        assert "pip install is not available in this episode" in obs and "exit=1" in obs, obs
+        assert f"{envs_dir}/" in obs.split("exit=1", 1)[1], obs  # pip --version: the environment's pip
+    finally:
+        env.close()
+
+
+def test_the_manifest_records_the_recipe_the_python_the_pins_and_the_compiled_parts(built):
+    src, reqs, cext = (built["manifests"][f"acme/{n}"] for n in ("src", "requirements", "cext"))
+    older = f"{MINE[0]}.{MINE[1] - 1}"
+    assert src["python"]["asked"] == older and src["python"]["used"] == f"{MINE[0]}.{MINE[1]}"
+    assert "nearest newer minor" in src["python"]["reason"]
+    assert src["recipe_source"].endswith("install_config") and src["import_roots"] == ["src"]
+    assert any(p.startswith("pytest==") for p in src["pins"]) and src["build_s"] > 0 and src["size_bytes"] > 0
+    # the requirements file is the one at the setup commit, its `-e .` line dropped
+    assert reqs["requirements_file"] == "requirements.txt"
+    assert any(p.lower().startswith("iniconfig==") for p in reqs["pins"])
+    assert cext["compiled"] and cext["rebuild"] == ["python", "setup.py", "build_ext", "--inplace"]
+    # the base commit's C source differs from the setup commit's: its own compiled parts were built
+    assert cext["base_overlays"] == [
+        next(r for r in built["rows"] if r["repo"] == "acme/cext")["base_commit"]
+    ]
+    assert (Path(built["root"] / "envs" / cext["key"] / "build.log")).read_text().count(
+        "=== install ==="
+    ) == 1
+
+
+def test_python_choice_takes_the_version_asked_else_the_nearest_newer_else_refuses():
+    have = {(3, 9): "/py/3.9", (3, 11): "/py/3.11", (3, 13): "/py/3.13"}
+    assert choose_python("3.9", have)["executable"] == "/py/3.9"
+    chosen = choose_python("3.10", have)
+    assert (chosen["used"], chosen["executable"]) == ("3.11", "/py/3.11") and "3.10" in chosen["reason"]
+    with pytest.raises(BuildFailed) as exc:
+        choose_python("3.14", have)
+    assert exc.value.step == "python" and "3.9, 3.11, 3.13" in str(exc.value)
+
+
+def test_a_failed_build_names_its_step_and_log_and_its_rows_are_refused_with_that_reason(built, tmp_path):
+    row = layout_row(tmp_path / "repos", "src", pytest_pin=PYTEST_PIN)
+    row["install_config"]["install"] = "python setup.py no_such_command"
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    results = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs")
+    (failure,) = results.values()
+    assert isinstance(failure, BuildFailed) and failure.step == "install" and failure.log.is_file()
+    env = gym.make(
+        "toolgym/SWE-v0",
+        tasks=str(tmp_path / "rows.jsonl"),
+        repos=str(tmp_path / "repos"),
+        envs=str(tmp_path / "envs"),
+    )
+    try:
+        with pytest.raises(TaskRefused, match=r"failed to build at step install: .*log: "):
+            env.unwrapped.tasks.get(row["instance_id"])
+    finally:
+        env.close()
+
+
+def test_two_processes_building_the_same_environment_build_it_once(built, tmp_path):
+    row = layout_row(tmp_path / "repos", "requirements", pytest_pin=PYTEST_PIN)
+    (tmp_path / "rows.json").write_text(json.dumps([row]))
+    code = (
+        "import json, sys\n"
+        "from toolgym.swe.environments import build_all, plan\n"
+        "rows = json.load(open(sys.argv[1]))\n"
+        "(m,) = build_all(plan(rows), sys.argv[2], sys.argv[3]).values()\n"
+        "print(json.dumps({'reused': m.get('reused', False), 'built_at': m['built_at']}))\n"
+    )
+    argv = [
+        sys.executable,
+        "-c",
+        code,
+        str(tmp_path / "rows.json"),
+        str(tmp_path / "repos"),
+        str(tmp_path / "envs"),
+    ]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    assert sorted(o["reused"] for o in outs) == [False, True]
+    assert outs[0]["built_at"] == outs[1]["built_at"]
+    store = EnvironmentStore(tmp_path / "envs")
+    assert len(store.manifests()) == 1 and not list((tmp_path / "envs" / ".tmp").iterdir())
+
+
+def test_validate_runs_every_row_and_its_results_are_what_swe_v0_reads(built):
+    root = built["root"]
+    toolgym_cli = Path(sys.executable).parent / "toolgym"
+    out = subprocess.run(
+        [str(toolgym_cli), "swe", "envs", "build", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
+         "--out", str(root / "envs")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("reused") == 4 and "4 of 4 environment(s) ready" in out.stdout
+    out = subprocess.run(
+        [str(toolgym_cli), "swe", "validate", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
+         "--envs", str(root / "envs"), "--out", str(root / "validation.jsonl")],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "4 of 4 rows valid here" in out.stdout
+    results = [json.loads(line) for line in (root / "validation.jsonl").read_text().splitlines()]
+    assert {r["instance_id"] for r in results if r["ok"]} == {r["instance_id"] for r in built["rows"]}
+    assert len(list((root / "envs" / "validation").glob("*.json"))) == 4  # the cache SWE-v0's draw reads

@@ -1,0 +1,121 @@
+"""Where a row's recipe comes from (toolgym.swe.recipes), how test ids a dataset cut are matched, and how
+conda and requirements lists become pip's."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from toolgym.rewards.swe import _outcomes, listed_forms
+from toolgym.swe.environments import id_rule_for, read_requirements, replace_packages, split_conda
+from toolgym.swe.recipes import Recipe, RecipeError, UserRecipes, recipe_for, swebench_specs
+
+
+def test_the_user_file_wins_then_install_config_then_swebench_specs_then_inference(tmp_path):
+    recipes = tmp_path / "recipes.yaml"
+    recipes.write_text(
+        "acme__calc-7:\n  python: '3.10'\n  pip_packages: [pytest, numpy]\n"
+        "acme/calc:\n  '1.0':\n    install: python -m pip install -e .[test]\n  '*':\n    python: 3.12\n"
+    )
+    user = UserRecipes(recipes)
+    assert recipe_for({"instance_id": "acme__calc-7", "repo": "acme/calc"}, user).pip_packages == (
+        "pytest",
+        "numpy",
+    )
+    assert recipe_for({"instance_id": "x", "repo": "acme/calc", "version": "1.0"}, user).install == (
+        "python -m pip install -e .[test]",
+    )
+    assert recipe_for({"instance_id": "x", "repo": "acme/calc", "version": "2.0"}, user).python == "3.12"
+    rebench = {
+        "instance_id": "r",
+        "repo": "o/n",
+        "install_config": '{"python": "3.9", "packages": "numpy=1.21"}',
+    }
+    found = recipe_for(rebench, user)
+    assert (found.python, found.packages, found.source) == ("3.9", "numpy=1.21", "r: install_config")
+    pytest_row = {"instance_id": "pytest-dev__pytest-7373", "repo": "pytest-dev/pytest", "version": "5.4"}
+    found = recipe_for(pytest_row)
+    assert found.python == "3.9" and "pluggy==0.13.1" in found.pip_packages and "SWE-bench" in found.source
+    sqlfluff = recipe_for({"instance_id": "s", "repo": "sqlfluff/sqlfluff", "version": "2.0"})
+    assert sqlfluff.packages == "requirements.txt" and sqlfluff.reqs_path == ("requirements_dev.txt",)
+    assert recipe_for({"instance_id": "m", "repo": "me/mine"}).source.startswith("inferred")
+
+
+def test_equal_recipes_share_one_environment_and_a_different_one_does_not():
+    a = Recipe(python="3.9", pip_packages=["pytest"], source="one")
+    b = Recipe(python="3.9", pip_packages=("pytest",), source="another")
+    assert a.key("o/n", "abc") == b.key("o/n", "abc") != a.key("o/n", "abd")
+    assert Recipe(python="3.10").key("o/n", "abc") != a.key("o/n", "abc")
+
+
+def test_a_bad_recipe_names_the_file_and_the_key(tmp_path):
+    bad = tmp_path / "r.yaml"
+    bad.write_text("acme__calc-1:\n  pyton: '3.9'\n")
+    with pytest.raises(RecipeError, match=r"r.yaml \(acme__calc-1\): unknown recipe key\(s\) \['pyton'\]"):
+        UserRecipes(bad)
+    bad.write_text("acme__calc-1:\n  python: latest\n")
+    with pytest.raises(RecipeError, match=r"python: .*3\.9"):
+        UserRecipes(bad)
+
+
+def test_swesmith_profiles_are_read_where_the_package_is_installed(monkeypatch):
+    class Profile:
+        python_version = "3.10"
+        install_cmds = ("python -m pip install -e .",)
+
+    registry = types.SimpleNamespace(get_from_inst=lambda row: Profile())
+    profiles = types.ModuleType("swesmith.profiles")
+    profiles.registry = registry  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "swesmith", types.ModuleType("swesmith"))
+    monkeypatch.setitem(sys.modules, "swesmith.profiles", profiles)
+    found = recipe_for({"instance_id": "o__n.abc.lm_rewrite__x", "repo": "swesmith/o__n.abc"})
+    assert (found.python, found.source) == ("3.10", "SWE-smith profile (Profile)")
+
+
+def test_swebench_specs_name_their_source_and_licence():
+    data = swebench_specs()
+    assert "swebench-4.1.0" in data["source"] and data["licence"].startswith("MIT")
+    assert len(data["specs"]) >= 18 and data["log_parsers"]["psf/requests"] == "pytest_options"
+
+
+def test_requirements_are_read_from_the_checkout_with_includes_and_replacements(tmp_path):
+    (tmp_path / "reqs").mkdir()
+    (tmp_path / "reqs" / "base.txt").write_text("attrs>=20  # a comment\n")
+    (tmp_path / "reqs" / "dev.txt").write_text(
+        "-r base.txt\n-e .\n# only a comment\ntypes-pkg_resources\npytest\n"
+    )
+    rel, lines = read_requirements(tmp_path, ["missing.txt", "reqs/dev.txt"])
+    assert rel == "reqs/dev.txt" and lines == ["attrs>=20", "types-setuptools", "pytest"]
+    assert replace_packages(["types-pkg_resources==0.1"]) == ["types-setuptools"]
+    pip, skipped = split_conda(
+        ["python=3.9", "numpy=1.21", "scipy>=1.5", "conda-forge::cython", "c-compiler"]
+    )
+    assert pip == ["numpy==1.21.*", "scipy>=1.5", "cython"] and skipped == ["python=3.9", "c-compiler"]
+
+
+def test_an_id_cut_at_its_first_space_stands_for_the_tests_it_names():
+    assert "t.py::test_x[select" in listed_forms("t.py::test_x[select a]", "pytest")
+    assert listed_forms("t.py::test_x[select a]", "exact") == {"t.py::test_x[select a]"}
+    assert "t.py::test_p[/c.txt]" in listed_forms("t.py::test_p[/a/b/c.txt]", "pytest_options")
+    records = [
+        {"ready": True},
+        {"collected": ["t.py::test_x[select a]", "t.py::test_x[select b]", "t.py::test_y"]},
+        *(
+            {"id": t, "when": "call", "outcome": "passed", "xfail": False}
+            for t in ("t.py::test_x[select a]", "t.py::test_y")
+        ),
+        {"id": "t.py::test_x[select b]", "when": "call", "outcome": "failed", "xfail": False},
+        {"finished": 0},
+    ]
+    outcomes = _outcomes(["t.py::test_x[select", "t.py::test_y", "t.py::test_z"], records, "pytest")[0]
+    # both tests the cut id names must pass: one failed
+    assert outcomes == {
+        "t.py::test_x[select": "failed",
+        "t.py::test_y": "passed",
+        "t.py::test_z": "not collected",
+    }
+    assert _outcomes(["t.py::test_x[select"], records, "exact")[0] == {"t.py::test_x[select": "not collected"}
+    assert id_rule_for({"repo": "psf/requests"}) == "pytest_options"
+    assert id_rule_for({"repo": "o/n", "log_parser": "parse_log_pytest"}) == "pytest"

@@ -1,0 +1,998 @@
+"""One Python environment per repository version, built from the rows' recipes with uv, without Docker.
+
+``toolgym swe envs build ROWS --repos DIR --out ENVS`` plans one environment per distinct (repository,
+setup commit, recipe) (``plan``), and builds each once (``EnvironmentStore.build``) into a content-addressed
+directory ``ENVS/<key>/`` that several processes share:
+
+- **a lock and an atomic publish**: a build holds ``ENVS/.locks/<key>.lock`` (``flock``), works in
+  ``ENVS/.tmp/``, and publishes by renaming the finished directory into place, manifest included; a process
+  that waited on the lock finds it built and builds nothing;
+- **the steps**, each named in the log and in a failure: ``checkout`` (the clone at the row's
+  ``environment_setup_commit``, else its base commit), ``python`` (the recipe's version where an interpreter
+  of it is on the machine, else the nearest newer minor: recorded), ``venv`` (``uv venv --relocatable
+  --seed``: the agent's ``pip`` is the environment's), ``packages`` (requirements files and
+  ``environment.yml`` read **from the clone at that commit**, never fetched; SWE-bench's package replacements;
+  conda packages that are Python packages go to pip, the others are listed as not installed),
+  ``pip_packages``, ``requirements`` (a row's pins), ``install`` (the repository itself: ``pip install``
+  commands run as ``uv pip install``), ``testbed`` (the install pointed at the workspace, below),
+  ``overlay`` (compiled parts), ``pytest``
+  (the judge runs pytest in the environment), ``freeze`` (``uv pip freeze``). ``pre_install`` system steps are
+  never run: the manifest lists them. ``exclude_newer`` resolves as of the row's ``created_at``.
+- **the repository resolves to the workspace the agent edits**: the editable install's path entries
+  (``*.pth``) and setuptools' editable finders are rewritten to ask ``_toolgym_testbed.root()`` (the
+  ``TOOLGYM_TESTBED`` variable the bash tool and the judge set, else ``/testbed``), so src layouts,
+  ``package_dir`` maps and namespace packages import from the episode's tree, wherever the sandbox puts it.
+- **compiled parts** (C extensions, Cython output, files an install step writes into the tree: what ``git
+  status`` shows as untracked or ignored after the install, build directories aside) are packed once per
+  environment (``overlay.tar``) and laid into each episode's workspace and the judge's tree over the base
+  commit (``EnvWorkspaces``); when the agent changes a compiled source the judge rebuilds first.
+- **failures are loud**: a failed step leaves ``ENVS/.failed/<key>.json`` (the step, the error, the log's
+  path), and SWE-v0 refuses that environment's rows with it, never a 0.
+
+Each environment's ``manifest.json``: the recipe and where it came from, the Python asked for and used, the
+resolved pins, what was not installed and not run, the build time, the size, the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgym.rewards.swe import COMPILED_SOURCES
+from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for, swebench_specs
+from toolgym.swe.repos import RepoUnavailable, git, shared_repo_store
+
+MANIFEST = "manifest.json"
+#: the module the rewritten install asks where the workspace is (written into site-packages)
+HOOK_MODULE = "_toolgym_testbed"
+TESTBED_VARIABLE = "TOOLGYM_TESTBED"
+#: generated files past this size are a build that writes too much into its tree (the overlay is refused)
+OVERLAY_LIMIT = 512 << 20
+#: conda packages with no pip counterpart of the same name (compilers, system libraries, the interpreter):
+#: listed as not installed instead of failing the whole pip resolution
+NOT_PIP = frozenset(
+    [
+        "python",
+        "pip",
+        "setuptools",
+        "wheel",
+        "c-compiler",
+        "cxx-compiler",
+        "fortran-compiler",
+        "compilers",
+        "gcc",
+        "gxx",
+        "gfortran",
+        "make",
+        "cmake",
+        "ninja",
+        "pkg-config",
+        "libxml2",
+        "libxslt",
+        "libffi",
+        "openssl",
+        "zlib",
+        "graphviz",
+        "freetype",
+        "libpng",
+        "jpeg",
+        "libjpeg-turbo",
+        "hdf5",
+        "netcdf4-c",
+        "proj",
+        "geos",
+        "gdal",
+        "blas",
+        "openblas",
+        "mkl",
+        "lapack",
+        "libblas",
+        "liblapack",
+        "libgfortran",
+        "cairo",
+        "pango",
+        "git",
+        "tk",
+        "tzdata",
+        "_libgcc_mutex",
+        "_openmp_mutex",
+        "ld_impl_linux-64",
+        "libgcc-ng",
+        "libstdcxx-ng",
+        "ncurses",
+        "readline",
+        "sqlite",
+        "xz",
+        "nodejs",
+        "pandoc",
+        "ffmpeg",
+        "libspatialindex",
+        "udunits2",
+        "eccodes",
+    ]
+)
+#: how a compiled part is rebuilt in a tree (``python``: the environment's): SWE-bench's eval script re-runs
+#: the install, which for a setup.py build is this, without touching the environment
+REBUILD = ("python", "setup.py", "build_ext", "--inplace")
+_PIP_FLAGS_UV_LACKS = frozenset({"-v", "-vv", "-vvv", "--verbose", "--no-use-pep517", "-q", "--quiet"})
+
+
+class EnvironmentMissing(RepoUnavailable):
+    """A row's environment is not built here, or failed to build (the message says which, and why)."""
+
+
+@dataclass
+class EnvPlan:
+    """One environment to build: a repository at its setup commit with one recipe, and the rows it serves."""
+
+    key: str
+    repo: str
+    commit: str
+    recipe: Recipe
+    rows: list[str] = field(default_factory=list)
+    bases: set[str] = field(default_factory=set)  # the rows' base commits (compiled parts per base)
+    created_at: str | None = None  # the newest row's, for exclude_newer
+
+
+class BuildFailed(RuntimeError):
+    def __init__(self, step: str, message: str, log: Path | None = None):
+        super().__init__(f"step {step}: {message}" + (f" (log: {log})" if log else ""))
+        self.step, self.message, self.log = step, message, log
+
+
+def setup_commit(row: Mapping[str, Any]) -> str:
+    return str(row.get("environment_setup_commit") or row.get("base_commit") or "")
+
+
+def plan(rows: Iterable[Mapping[str, Any]], recipes: UserRecipes | None = None) -> dict[str, EnvPlan]:
+    """One ``EnvPlan`` per distinct (repository, setup commit, recipe), each listing its rows."""
+    plans: dict[str, EnvPlan] = {}
+    for row in rows:
+        recipe = recipe_for(row, recipes)
+        repo, commit = str(row.get("repo", "")), setup_commit(row)
+        key = recipe.key(repo, commit)
+        entry = plans.setdefault(key, EnvPlan(key, repo, commit, recipe))
+        entry.rows.append(str(row.get("instance_id", "")))
+        if row.get("base_commit"):
+            entry.bases.add(str(row["base_commit"]))
+        created = row.get("created_at")
+        if created and (entry.created_at is None or str(created) > entry.created_at):
+            entry.created_at = str(created)
+    return plans
+
+
+# ------------------------------------------------------------------------------------- interpreters
+
+
+def _version_of(exe: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run(
+            [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.fullmatch(r"(\d+)\.(\d+)", out)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def machine_pythons() -> dict[tuple[int, int], str]:
+    """The interpreters this machine has, by minor version: ``TOOLGYM_SWE_PYTHONS`` (paths separated by
+    ``os.pathsep``) when set, else ``pythonX.Y`` on ``PATH`` (pyenv's shims skipped: they fail for versions
+    not selected), pyenv's and uv's installed versions, and this interpreter."""
+    listed = os.environ.get("TOOLGYM_SWE_PYTHONS")
+    candidates: list[str] = []
+    if listed:
+        candidates = [p for p in listed.split(os.pathsep) if p]
+    else:
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            if not folder or "shims" in Path(folder).parts:
+                continue
+            candidates.extend(str(p) for p in sorted(Path(folder).glob("python3.*")) if p.name[7:].isdigit())
+        roots = [os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")]
+        for root in roots:
+            candidates.extend(str(p) for p in sorted(Path(root).glob("versions/3.*/bin/python3.*")))
+        uv_dir = Path(os.environ.get("UV_PYTHON_INSTALL_DIR") or Path.home() / ".local/share/uv/python")
+        candidates.extend(str(p) for p in sorted(uv_dir.glob("cpython-3.*/bin/python3.*")))
+        candidates.append(sys.executable)
+    found: dict[tuple[int, int], str] = {}
+    for exe in candidates:
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)) or exe.endswith("-config"):
+            continue
+        version = _version_of(exe)
+        if version is not None and version not in found:
+            found[version] = exe
+    return found
+
+
+def choose_python(asked: str | None, available: Mapping[tuple[int, int], str]) -> dict[str, Any]:
+    """The interpreter for a recipe's ``python``: that version, else the nearest newer minor (why is
+    recorded), else a ``BuildFailed`` naming what the machine has. No version asked: this interpreter's."""
+    have = ", ".join(f"{a}.{b}" for a, b in sorted(available)) or "none"
+    if asked is None:
+        mine = sys.version_info[:2]
+        exe = available.get(mine) or next(iter(available.values()), None)
+        if exe is None:
+            raise BuildFailed("python", "no Python interpreter found")
+        return {"asked": None, "used": "{}.{}".format(*(_version_of(exe) or mine)), "executable": exe,
+                "reason": "the recipe names no version"}  # fmt: skip
+    major, minor = (int(x) for x in asked.split(".")[:2])
+    want = (major, minor)
+    if want in available:
+        return {"asked": asked, "used": asked, "executable": available[want], "reason": "as asked"}
+    newer = sorted(v for v in available if v[0] == want[0] and v > want)
+    if not newer:
+        raise BuildFailed(
+            "python",
+            f"the recipe asks for Python {asked} and this machine has no {asked} or newer 3.x "
+            f"(it has {have}); install one (pyenv, uv python install) or list it in TOOLGYM_SWE_PYTHONS",
+        )
+    used = newer[0]
+    return {
+        "asked": asked,
+        "used": f"{used[0]}.{used[1]}",
+        "executable": available[used],
+        "reason": f"no Python {asked} on this machine (it has {have}): the nearest newer minor",
+    }
+
+
+# ------------------------------------------------------------------------------------- requirements
+
+
+def _clean_lines(text: str) -> list[str]:
+    lines = []
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-e .", ".[", "-e.")):
+            continue
+        lines.append(line)
+    return lines
+
+
+def replace_packages(lines: list[str]) -> list[str]:
+    """SWE-bench's own package replacements (a yanked package: ``types-pkg_resources`` becomes
+    ``types-setuptools``)."""
+    out = []
+    for line in lines:
+        for old, new in swebench_specs()["replace_packages"]:
+            if re.match(rf"^{re.escape(old)}([<>=!~ ;\[]|$)", line):
+                line = new if new else ""
+        if line:
+            out.append(line)
+    return out
+
+
+def read_requirements(src: Path, paths: Sequence[str]) -> tuple[str, list[str]]:
+    """The first of ``paths`` that exists in the checkout, with its ``-r`` includes inlined (read from the
+    checkout, relative to the including file), as requirement lines; ``BuildFailed`` when none exists."""
+    for rel in paths:
+        path = src / rel
+        if path.is_file():
+            return rel, replace_packages(_expand(path, src, set()))
+    raise BuildFailed("packages", f"no requirements file at {', '.join(paths)} in the checkout")
+
+
+def _expand(path: Path, src: Path, seen: set[Path]) -> list[str]:
+    if path in seen:
+        return []
+    seen.add(path)
+    out: list[str] = []
+    for line in _clean_lines(path.read_text(errors="replace")):
+        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
+            target = (path.parent / line.split(None, 1)[1].strip()).resolve()
+            if src.resolve() in target.parents and target.is_file():
+                out.extend(_expand(target, src, seen))
+            continue
+        out.append(line)
+    return out
+
+
+def _conda_to_pip(spec: str) -> str:
+    """``numpy=1.19`` -> ``numpy==1.19.*``; ``numpy>=1.2`` and ``numpy==1.2`` stay; a channel prefix goes."""
+    spec = spec.split("::")[-1].strip()
+    match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*=\s*([^=<>!~\s]+)(?:=\S+)?", spec)
+    if match:
+        version = match[2]
+        return f"{match[1]}=={version}" if "*" in version else f"{match[1]}=={version}.*"
+    return spec.replace(" ", "")
+
+
+def _name(spec: str) -> str:
+    return re.split(r"[<>=!~\[; ]", spec.split("::")[-1], maxsplit=1)[0].strip().lower()
+
+
+def split_conda(specs: Iterable[str]) -> tuple[list[str], list[str]]:
+    """(pip requirements, conda packages not installed): conda's Python packages go to pip."""
+    pip: list[str] = []
+    skipped: list[str] = []
+    for spec in specs:
+        spec = spec.strip()
+        if not spec:
+            continue
+        (skipped if _name(spec) in NOT_PIP else pip).append(
+            spec if _name(spec) in NOT_PIP else _conda_to_pip(spec)
+        )
+    return pip, skipped
+
+
+def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str], list[str]]:
+    """(the file, pip requirements, conda packages not installed) of the first ``environment.yml`` found."""
+    import yaml
+
+    for rel in paths:
+        path = src / rel
+        if path.is_file():
+            data = yaml.safe_load(path.read_text(errors="replace")) or {}
+            conda: list[str] = []
+            pip_lines: list[str] = []
+            for dep in data.get("dependencies") or []:
+                if isinstance(dep, Mapping):
+                    pip_lines.extend(str(x) for x in dep.get("pip") or [])
+                else:
+                    conda.append(str(dep))
+            pip, skipped = split_conda(conda)
+            return rel, pip + replace_packages(_clean_lines("\n".join(pip_lines))), skipped
+    raise BuildFailed("packages", f"no environment.yml at {', '.join(paths)} in the checkout")
+
+
+def declared_extras(src: Path) -> set[str]:
+    """The optional-dependency groups the project declares (pyproject, setup.cfg, a literal in setup.py)."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+        project = tomllib.loads((src / "pyproject.toml").read_text()).get("project", {})
+        found |= set(project.get("optional-dependencies", {}))
+    with contextlib.suppress(OSError):
+        import configparser
+
+        cfg = configparser.ConfigParser()
+        cfg.read(src / "setup.cfg")
+        if cfg.has_section("options.extras_require"):
+            found |= set(cfg.options("options.extras_require"))
+    with contextlib.suppress(OSError):
+        text = (src / "setup.py").read_text(errors="replace")
+        if "extras_require" in text:
+            found |= set(re.findall(r"['\"](tests?|dev|testing)['\"]\s*:", text))
+    return found
+
+
+# ------------------------------------------------------------------------------------- the build
+
+
+class _Log:
+    """The build log: each step's header, commands and output, in ``build.log``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fh = open(path, "w")  # noqa: SIM115 - open across the steps; close() closes it
+
+    def step(self, name: str) -> None:
+        self.fh.write(f"\n=== {name} ===\n")
+        self.fh.flush()
+
+    def run(
+        self, step: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float
+    ) -> str:
+        self.fh.write(f"$ {' '.join(argv)}\n")
+        self.fh.flush()
+        try:
+            proc = subprocess.run(
+                list(argv), cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired:
+            raise BuildFailed(step, f"{argv[0]} ran past {timeout:.0f} s", self.path) from None
+        except OSError as exc:
+            raise BuildFailed(step, f"{argv[0]} did not start: {exc}", self.path) from None
+        self.fh.write(proc.stdout + proc.stderr)
+        self.fh.flush()
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise BuildFailed(step, f"exit {proc.returncode}: {' | '.join(tail)}", self.path)
+        return proc.stdout
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def uv_binary() -> str:
+    """uv: the one beside this interpreter (toolgym's install has it), else on PATH."""
+    here = Path(sys.executable).parent / "uv"
+    if here.is_file():
+        return str(here)
+    found = shutil.which("uv")
+    if found is None:
+        raise BuildFailed("venv", "uv is not installed (pip install uv)")
+    return found
+
+
+def translate_install(command: str, uv: str, python: str, extra: Sequence[str]) -> list[str] | None:
+    """A ``pip install`` command as ``uv pip install`` (flags uv lacks dropped), else None (run as a shell
+    command). ``extra``: uv's own options (``--exclude-newer``)."""
+    import shlex
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if words[:4] == ["python", "-m", "pip", "install"]:
+        args = words[4:]
+    elif words[:2] in (["pip", "install"], ["pip3", "install"]):
+        args = words[2:]
+    else:
+        return None
+    args = [a for a in args if a not in _PIP_FLAGS_UV_LACKS]
+    return [uv, "pip", "install", "--python", python, *extra, *args]
+
+
+def _hook_source() -> str:
+    return (
+        f'"""Where the repository this environment installs lies: ${TESTBED_VARIABLE}, else /testbed."""\n'
+        "import os, sys\n\n"
+        "def root():\n"
+        f"    return os.environ.get({TESTBED_VARIABLE!r}) or '/testbed'\n\n"
+        "def add(*rels):\n"
+        "    base = root()\n"
+        "    for rel in rels:\n"
+        "        path = os.path.normpath(os.path.join(base, rel))\n"
+        "        if path not in sys.path:\n"
+        "            sys.path.append(path)\n"
+    )
+
+
+def point_at_testbed(site: Path, src: Path) -> list[str]:
+    """Rewrite the editable install's paths under ``src`` to the workspace root (module docstring); returns
+    the import roots, relative to the repository."""
+    site.joinpath(f"{HOOK_MODULE}.py").write_text(_hook_source())
+    prefix = str(src.resolve())
+    roots: list[str] = []
+    for pth in sorted(site.glob("*.pth")):
+        lines, changed = [], False
+        for line in pth.read_text().splitlines():
+            stripped = line.strip()
+            if stripped and not stripped.startswith(("import ", "import\t", "#")):
+                real = os.path.realpath(stripped)
+                if real == prefix or real.startswith(prefix + os.sep):
+                    rel = os.path.relpath(real, prefix)
+                    roots.append(rel)
+                    lines.append(f"import {HOOK_MODULE}; {HOOK_MODULE}.add({rel!r})")
+                    changed = True
+                    continue
+            lines.append(line)
+        if changed:
+            pth.write_text("\n".join(lines) + "\n")
+    for finder in sorted(site.glob("__editable__*finder.py")):
+        text = finder.read_text()
+        if prefix not in text:
+            continue
+        for quote in ("'", '"'):
+            text = text.replace(f"{quote}{prefix}/", f"__import__({HOOK_MODULE!r}).root() + {quote}/")
+            text = text.replace(f"{quote}{prefix}{quote}", f"__import__({HOOK_MODULE!r}).root()")
+        finder.write_text(text)
+        roots.append("(setuptools editable finder)")
+    for link in sorted(site.glob("*.egg-link")):
+        link.write_text(link.read_text().replace(prefix, "/testbed"))
+    return roots
+
+
+#: what an agent's ``pip install`` answers: the environment is shared, read-only in the sandbox, and there
+#: is no network there (``python -m pip`` fails fast too: the venv's pip.conf allows no retries)
+PIP_REFUSAL = (
+    "toolgym: pip {verb} is not available in this episode: the environment is shared by every episode of "
+    "this repository version, read-only here, and the judge runs the tests in it as it was built (the "
+    "sandbox has no network either). Work with the packages installed (pip list)."
+)
+
+
+def guard_pip(venv: Path) -> None:
+    """The venv's ``pip`` scripts refuse to change it, saying why (``PIP_REFUSAL``); other pip commands
+    (list, show, freeze) run as usual."""
+    (venv / "pip.conf").write_text("[global]\nretries = 0\ntimeout = 2\nno-input = true\n")
+    message = PIP_REFUSAL.replace("'", "")
+    for name in ("pip", "pip3", *(p.name for p in (venv / "bin").glob("pip3.*"))):
+        script = venv / "bin" / name
+        if not script.exists() and name != "pip":
+            continue
+        script.write_text(
+            "#!/bin/sh\n"
+            'case "$1" in install|uninstall|download|wheel)\n'
+            f"  echo '{message}' | sed \"s/{{verb}}/$1/\" >&2; exit 1;;\n"
+            "esac\n"
+            'exec "$(dirname -- "$(realpath -- "$0")")/python" -m pip "$@"\n'
+        )
+        script.chmod(0o755)
+
+
+def _generated_files(src: Path) -> list[str]:
+    out = git(["status", "--porcelain", "--ignored", "--untracked-files=all", "-z"], src)
+    files = []
+    for entry in out.split("\0"):
+        if len(entry) < 4 or entry[:2] not in ("??", "!!"):
+            continue
+        rel = entry[3:]
+        parts = rel.split("/")
+        if parts[0] in ("build", ".eggs", ".tox", ".git") or "__pycache__" in parts or rel.endswith(".pyc"):
+            continue
+        files.append(rel)
+    return sorted(files)
+
+
+def pack_overlay(src: Path, files: Sequence[str]) -> bytes:
+    buf = io.BytesIO()
+    total = 0
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in files:
+            path = src / rel
+            if path.is_symlink() or not path.is_file():
+                continue
+            total += path.stat().st_size
+            if total > OVERLAY_LIMIT:
+                raise BuildFailed(
+                    "overlay", f"the install wrote over {OVERLAY_LIMIT >> 20} MiB into the tree"
+                )
+            info = tar.gettarinfo(str(path), arcname=rel)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with path.open("rb") as fh:
+                tar.addfile(info, fh)
+    return buf.getvalue()
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.lstat().st_size for p in path.rglob("*") if not p.is_dir())
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted(venv.glob("lib/python3.*/site-packages"))
+    if not found:
+        raise BuildFailed("venv", f"no site-packages under {venv}")
+    return found[0]
+
+
+class EnvironmentStore:
+    """The built environments under ``root`` (module docstring): look-ups for SWE-v0, builds for the CLI."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).absolute()
+
+    # -- reading
+
+    def path(self, key: str) -> Path:
+        return self.root / key
+
+    def manifest(self, key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.root / key / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def failure(self, key: str) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.root / ".failed" / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def manifests(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.root.glob(f"*/{MANIFEST}")):
+            with contextlib.suppress(OSError, ValueError):
+                out.append(json.loads(path.read_text()))
+        return out
+
+    def python(self, key: str) -> str:
+        return str(self.root / key / "venv" / "bin" / "python")
+
+    def overlay(self, key: str) -> bytes:
+        path = self.root / key / "overlay.tar"
+        return path.read_bytes() if path.is_file() else b""
+
+    def key_for(self, row: Mapping[str, Any], recipes: UserRecipes | None = None) -> str:
+        return recipe_for(row, recipes).key(str(row.get("repo", "")), setup_commit(row))
+
+    def find(self, row: Mapping[str, Any], recipes: UserRecipes | None = None) -> dict[str, Any]:
+        """The manifest of the row's environment; ``EnvironmentMissing`` saying why there is none."""
+        key = self.key_for(row, recipes)
+        manifest = self.manifest(key)
+        if manifest is not None:
+            return manifest
+        failed = self.failure(key)
+        if failed is not None:
+            raise EnvironmentMissing(
+                f"its environment {key} failed to build at step {failed['step']}: {failed['error']} "
+                f"(log: {failed['log']})"
+            )
+        raise EnvironmentMissing(
+            f"its environment {key} is not built in {self.root} "
+            f"(toolgym swe envs build ROWS --repos DIR --out {self.root})"
+        )
+
+    # -- building
+
+    @contextlib.contextmanager
+    def _locked(self, key: str) -> Iterator[None]:
+        locks = self.root / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with (locks / f"{key}.lock").open("w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def build(
+        self,
+        entry: EnvPlan,
+        repos: str | Path,
+        *,
+        exclude_newer: bool = False,
+        pythons: Mapping[tuple[int, int], str] | None = None,
+        timeout: float = 1800.0,
+    ) -> dict[str, Any]:
+        """Build ``entry`` unless it is built (waiting for a build another process holds); returns its
+        manifest, or raises ``BuildFailed`` after recording the failure."""
+        with self._locked(entry.key):
+            done = self.manifest(entry.key)
+            if done is not None:
+                return {**done, "reused": True}
+            tmp = self.root / ".tmp" / f"{entry.key}-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            log = _Log(tmp / "build.log")
+            try:
+                manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, pythons, timeout)
+            except BuildFailed as exc:
+                log.close()
+                failed_dir = self.root / ".failed"
+                failed_dir.mkdir(exist_ok=True)
+                kept_log = failed_dir / f"{entry.key}.log"
+                shutil.copyfile(tmp / "build.log", kept_log)
+                record = {"key": entry.key, "repo": entry.repo, "commit": entry.commit, "step": exc.step,
+                          "error": exc.message, "log": str(kept_log), "rows": entry.rows}  # fmt: skip
+                (failed_dir / f"{entry.key}.json").write_text(json.dumps(record, indent=1))
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise BuildFailed(exc.step, exc.message, kept_log) from None
+            log.close()
+            final = self.path(entry.key)
+            shutil.rmtree(final, ignore_errors=True)
+            os.rename(tmp, final)  # the publish: the manifest appears with everything it describes
+            with contextlib.suppress(OSError):
+                (self.root / ".failed" / f"{entry.key}.json").unlink()
+            return manifest
+
+    def _build(
+        self,
+        entry: EnvPlan,
+        repos: Path,
+        tmp: Path,
+        log: _Log,
+        exclude_newer: bool,
+        pythons: Mapping[tuple[int, int], str] | None,
+        timeout: float,
+    ) -> dict[str, Any]:
+        started = time.monotonic()
+        recipe = entry.recipe
+        uv = uv_binary()
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": os.environ.get("HOME", str(tmp)),
+            "LC_ALL": "C.UTF-8",
+            **{
+                k: v for k, v in os.environ.items() if k.startswith(("UV_", "PIP_INDEX", "PIP_EXTRA", "SSL_"))
+            },
+            **recipe.env_vars,
+        }
+        uv_extra = ["--exclude-newer", entry.created_at] if exclude_newer and entry.created_at else []
+
+        log.step("checkout")
+        src = tmp / "src"
+        try:
+            clone = shared_repo_store(repos).clone_dir(entry.repo)
+            shared_repo_store(repos).check(entry.repo, entry.commit)
+            git(["clone", "--quiet", "--shared", "--no-checkout", str(clone.resolve()), str(src)], tmp)
+            git(["checkout", "--quiet", "--detach", entry.commit], src)
+        except RepoUnavailable as exc:
+            raise BuildFailed("checkout", str(exc), log.path) from None
+
+        log.step("python")
+        chosen = choose_python(recipe.python, pythons if pythons is not None else machine_pythons())
+        log.fh.write(json.dumps(chosen) + "\n")
+
+        log.step("venv")
+        venv = tmp / "venv"
+        log.run("venv", [uv, "venv", "--quiet", "--relocatable", "--seed", "--python", chosen["executable"],
+                         str(venv)], cwd=tmp, env=env, timeout=timeout)  # fmt: skip
+        python = str(venv / "bin" / "python")
+        guard_pip(venv)
+        run_env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{env['PATH']}"}
+
+        def uv_install(step: str, args: Sequence[str]) -> None:
+            if args:
+                log.step(step)
+                log.run(step, [uv, "pip", "install", "--python", python, *uv_extra, *args], cwd=src,
+                        env=run_env, timeout=timeout)  # fmt: skip
+
+        not_installed: list[str] = []
+        reqs_file: str | None = None
+        packages = recipe.packages
+        if packages == "requirements.txt" or (packages.endswith(".txt") and " " not in packages):
+            paths = recipe.reqs_path or (
+                (packages,) if packages != "requirements.txt" else ("requirements.txt",)
+            )
+            reqs_file, lines = read_requirements(src, paths)
+            (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
+            uv_install("packages", ["-r", str(tmp / "requirements.txt")])
+        elif packages in ("environment.yml", "environment.yaml") or packages.endswith((".yml", ".yaml")):
+            paths = recipe.env_yml_path or (packages,)
+            reqs_file, lines, not_installed = read_environment_yml(src, paths)
+            (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
+            uv_install("packages", ["-r", str(tmp / "requirements.txt")])
+        elif packages:
+            pip, not_installed = split_conda(packages.split())
+            uv_install("packages", replace_packages(pip))
+        uv_install("pip_packages", replace_packages(list(recipe.pip_packages)))
+        uv_install("requirements", replace_packages(_clean_lines("\n".join(recipe.requirements))))
+
+        log.step("install")
+        installs = list(recipe.install)
+        if recipe.source.startswith("inferred"):
+            extras = sorted(declared_extras(src) & {"test", "tests", "testing", "dev"})
+            installs = [DEFAULT_INSTALL + (f"[{extras[0]}]" if extras else "")]
+        for command in installs:
+            argv = translate_install(command, uv, python, uv_extra)
+            if argv is None:
+                argv = ["bash", "-c", command]
+            log.run("install", argv, cwd=src, env=run_env, timeout=timeout)
+
+        log.step("testbed")
+        site = site_packages(venv)
+        roots = point_at_testbed(site, src)
+        log.fh.write(f"import roots: {roots}\n")
+
+        log.step("overlay")
+        generated = _generated_files(src)
+        (tmp / "overlay.tar").write_bytes(pack_overlay(src, generated))
+        log.fh.write("\n".join(generated) + "\n")
+        compiled = any(p.endswith((".so", ".pyd")) for p in generated)
+        rebuild = REBUILD if compiled and (src / "setup.py").is_file() else None
+        rebuilt: list[str] = []
+        if rebuild is not None:
+            ok = (
+                subprocess.run([python, "-I", "-c", "import setuptools"], capture_output=True).returncode == 0
+            )
+            if not ok:  # the judge's rebuild needs it (a 3.12+ venv is seeded with pip alone)
+                uv_install("rebuild", ["setuptools"])
+            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
+
+        log.step("pytest")
+        probe = subprocess.run([python, "-I", "-c", "import pytest"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            raise BuildFailed(
+                "pytest",
+                "pytest does not import in the environment, and the judge runs the tests with it: add "
+                "pytest to the recipe's pip_packages",
+                log.path,
+            )
+
+        log.step("freeze")
+        pins = log.run("freeze", [uv, "pip", "freeze", "--python", python], cwd=tmp, env=env, timeout=300)
+        shutil.rmtree(src)
+        manifest = {
+            "key": entry.key,
+            "repo": entry.repo,
+            "commit": entry.commit,
+            "rows": entry.rows,
+            "recipe": recipe.model_dump(mode="json"),
+            "recipe_source": recipe.source,
+            "python": chosen,
+            "requirements_file": reqs_file,
+            "pins": [line for line in pins.splitlines() if line.strip()],
+            "not_installed": not_installed,
+            "pre_install_not_run": list(recipe.pre_install),
+            "exclude_newer": uv_extra[1] if uv_extra else None,
+            "import_roots": roots,
+            "overlay_files": generated,
+            "compiled": compiled,
+            "rebuild": list(rebuild) if rebuild else None,
+            "base_overlays": rebuilt,
+            "build_s": round(time.monotonic() - started, 1),
+            "size_bytes": _dir_size(tmp),
+            "log": "build.log",
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        return manifest
+
+    def _base_overlays(
+        self,
+        entry: EnvPlan,
+        src: Path,
+        tmp: Path,
+        log: _Log,
+        python: str,
+        env: Mapping[str, str],
+        timeout: float,
+    ) -> list[str]:
+        """Compiled parts per base commit whose compiled sources differ from the setup commit's: rebuilt at
+        that commit once, packed as ``overlays/<commit>.tar`` (an episode starts with what it compiles to)."""
+        done = []
+        for base in sorted(entry.bases - {entry.commit}):
+            try:
+                changed = git(
+                    ["diff", "--name-only", entry.commit, base, "--", *(f"*{e}" for e in COMPILED_SOURCES)],
+                    src,
+                )
+            except RepoUnavailable as exc:
+                raise BuildFailed("overlay", f"base commit {base}: {exc}", log.path) from None
+            if not changed.strip():
+                continue
+            log.step(f"overlay at {base[:12]}")
+            git(["checkout", "--quiet", "--detach", base], src)
+            argv = [python if word == "python" else word for word in REBUILD]
+            log.run("overlay", argv, cwd=src, env=env, timeout=timeout)
+            (tmp / "overlays").mkdir(exist_ok=True)
+            (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src)))
+            done.append(base)
+        git(["checkout", "--quiet", "--detach", entry.commit], src)
+        return done
+
+    def overlay_for(self, key: str, base: str) -> bytes:
+        """The compiled parts to lay over ``base``: its own when its compiled sources differ, else the
+        environment's."""
+        path = self.root / key / "overlays" / f"{base}.tar"
+        return path.read_bytes() if path.is_file() else self.overlay(key)
+
+
+def build_all(
+    plans: Mapping[str, EnvPlan],
+    repos: str | Path,
+    out: str | Path,
+    *,
+    jobs: int = 1,
+    exclude_newer: bool = False,
+    progress: Callable[[EnvPlan, dict[str, Any] | BuildFailed], None] | None = None,
+) -> dict[str, dict[str, Any] | BuildFailed]:
+    """Build every plan (``jobs`` at a time); per key its manifest or its ``BuildFailed``."""
+    store = EnvironmentStore(out)
+    pythons = machine_pythons()
+    results: dict[str, dict[str, Any] | BuildFailed] = {}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {
+            pool.submit(store.build, entry, repos, exclude_newer=exclude_newer, pythons=pythons): entry
+            for entry in plans.values()
+        }
+        for future in as_completed(futures):
+            entry = futures[future]
+            try:
+                result: dict[str, Any] | BuildFailed = future.result()
+            except BuildFailed as exc:
+                result = exc
+            results[entry.key] = result
+            if progress is not None:
+                progress(entry, result)
+    return results
+
+
+__all__ = [
+    "COMPILED_SOURCES",
+    "TESTBED_VARIABLE",
+    "BuildFailed",
+    "EnvPlan",
+    "EnvironmentMissing",
+    "EnvironmentStore",
+    "build_all",
+    "choose_python",
+    "machine_pythons",
+    "plan",
+]
+
+
+# ------------------------------------------------------------------------------------- SWE-v0's side
+
+
+def with_overlay(archive: bytes, overlay: bytes) -> bytes:
+    """The workspace archive with the environment's generated files laid over it (they win)."""
+    if not overlay:
+        return archive
+    with tarfile.open(fileobj=io.BytesIO(overlay)) as tar:
+        names = set(tar.getnames())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for source, skip in ((archive, names), (overlay, set())):
+            with tarfile.open(fileobj=io.BytesIO(source)) as src:
+                for member in src.getmembers():
+                    if member.name in skip:
+                        continue
+                    data = src.extractfile(member) if member.isfile() else None
+                    dst.addfile(member, data)
+    return out.getvalue()
+
+
+def id_rule_for(row: Mapping[str, Any]) -> str:
+    """How the row's test ids were written (``toolgym.rewards.swe.ID_RULES``): its ``log_parser`` column
+    where it has one, else SWE-bench's parser for its repository, else pytest's summary-line form."""
+    parser = str(row.get("log_parser") or swebench_specs()["log_parsers"].get(str(row.get("repo", ""))) or "")
+    return "pytest_options" if "options" in parser else "pytest"
+
+
+class RowEnvironments:
+    """SWE-v0's view of a built store (``envs=``): each row's environment (its interpreter, the compiled
+    parts laid over its workspace, how the judge rebuilds them), found by the row's instance id in the
+    manifests (the newest build), else by its recipe's key. Rows whose environment is missing or failed
+    are refused with the reason (``EnvironmentMissing``)."""
+
+    def __init__(self, root: str | Path, workspaces: Any):
+        self.store = EnvironmentStore(root)
+        if not self.store.root.is_dir():
+            raise FileNotFoundError(f"envs={root}: no such directory (toolgym swe envs build writes it)")
+        self.workspaces = workspaces
+        self._by_row: dict[str, str] = {}
+        for manifest in sorted(self.store.manifests(), key=lambda m: m.get("built_at", "")):
+            for row in manifest.get("rows", []):
+                self._by_row[row] = manifest["key"]
+        self._archives: dict[tuple[str, str], bytes] = {}
+        self._lock = threading.Lock()
+
+    def manifest(self, task: Any) -> dict[str, Any]:
+        key = self._by_row.get(task.data.get("instance_id", task.id))
+        if key is not None:
+            found = self.store.manifest(key)
+            if found is not None:
+                return found
+        try:
+            return self.store.find(task.data)
+        except EnvironmentMissing:
+            raise
+        except Exception as exc:  # a recipe that cannot be read
+            raise EnvironmentMissing(f"its recipe: {exc}") from None
+
+    @property
+    def store_root(self) -> Path | None:
+        return self.workspaces.store_root
+
+    def pythons(self) -> list[str]:
+        return [self.store.python(m["key"]) for m in self.store.manifests()]
+
+    def python_for(self, task: Any) -> str:
+        return self.store.python(self.manifest(task)["key"])
+
+    def check(self, task: Any) -> None:
+        self.workspaces.check(task)
+        self.manifest(task)
+
+    def archive(self, task: Any) -> bytes:
+        key = self.manifest(task)["key"]
+        base = task.data.get("base_commit", "")
+        with self._lock:
+            if (key, base) not in self._archives:
+                overlay = self.store.overlay_for(key, base)
+                self._archives[(key, base)] = with_overlay(self.workspaces.archive(task), overlay)
+            return self._archives[(key, base)]
+
+    def test_files(self, task: Any) -> dict[str, bytes | None]:
+        return self.workspaces.test_files(task)
+
+    def gold_files(self, task: Any) -> dict[str, bytes | None]:
+        return self.workspaces.gold_files(task)
+
+    def base_text(self, task: Any, path: str) -> str | None:
+        return self.workspaces.base_text(task, path)
+
+    def judge_options(self, task: Any) -> dict[str, Any]:
+        rebuild = self.manifest(task).get("rebuild")
+        return {"id_rule": id_rule_for(task.data), "rebuild": rebuild}

@@ -1,0 +1,138 @@
+"""Repositories whose package only imports once it is installed, made on the spot, with their SWE rows: what
+``toolgym swe envs build`` must handle (SWE-bench's repositories are like this), for its tests, the bench and
+the docs. Nothing is downloaded but the packages a recipe names.
+
+Each ``layout_row(store, layout)`` writes a clone ``acme__<layout>`` under ``store``: a setup commit, a buggy
+base commit after it, the fix (the row's ``patch``) and a test that catches the bug (``test_patch``), and
+returns the row, its recipe in ``install_config`` (SWE-rebench's schema). Layouts:
+
+- ``src``: ``src/shapes/`` (setuptools ``package-dir``), a pyproject build;
+- ``namespace``: ``lib/acmens/tools/`` with no ``acmens/__init__.py`` (an implicit namespace package under
+  ``package_dir``), a setup.cfg build;
+- ``cext``: ``fastmath/_speed.c``, a C extension built by ``setup.py``; the bug and its fix are in the C file
+  (the judge must rebuild it);
+- ``requirements``: a package that imports ``iniconfig``, which the ``requirements.txt`` of the setup commit
+  names (``packages: requirements.txt``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from toolgym.testing.swe import _git
+
+LAYOUTS = ("src", "namespace", "cext", "requirements")
+AREA = "def rectangle(w, h):\n    return w * h\n\n\ndef square(s):\n    return s * s\n"
+PYPROJECT_SETUPTOOLS = (
+    '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+)
+
+
+def _files(layout: str) -> tuple[dict[str, str], dict[str, str], str, str]:
+    """(setup files, buggy changes, fixed changes, test file path, import line) of ``layout``."""
+    if layout == "src":
+        base = {
+            "pyproject.toml": PYPROJECT_SETUPTOOLS
+            + '\n[project]\nname = "shapes"\nversion = "1.0"\n'
+            + '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+            "src/shapes/__init__.py": '"""Plane shapes."""\n',
+            "src/shapes/area.py": AREA,
+        }
+        bug = {"src/shapes/area.py": AREA.replace("w * h", "w + h")}
+        return base, bug, "tests/test_area.py", "from shapes.area import rectangle, square"
+    if layout == "namespace":
+        base = {
+            "pyproject.toml": PYPROJECT_SETUPTOOLS,
+            "setup.cfg": "[metadata]\nname = acmens-tools\nversion = 1.0\n\n[options]\n"
+            "package_dir =\n    = lib\npackages = find_namespace:\n\n[options.packages.find]\nwhere = lib\n",
+            "lib/acmens/tools/__init__.py": "",
+            "lib/acmens/tools/core.py": AREA,
+        }
+        bug = {"lib/acmens/tools/core.py": AREA.replace("w * h", "w - h")}
+        return base, bug, "tests/test_core.py", "from acmens.tools.core import rectangle, square"
+    if layout == "cext":
+        c_src = (
+            "#define PY_SSIZE_T_CLEAN\n#include <Python.h>\n\n"
+            "static PyObject *rectangle(PyObject *self, PyObject *args) {\n"
+            '    long w, h;\n    if (!PyArg_ParseTuple(args, "ll", &w, &h)) return NULL;\n'
+            "    return PyLong_FromLong(w * h);\n}\n\n"
+            'static PyMethodDef methods[] = {{"rectangle", rectangle, METH_VARARGS, "w*h"},\n'
+            "    {NULL, NULL, 0, NULL}};\n"
+            'static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_speed", NULL, -1, methods};\n'
+            "PyMODINIT_FUNC PyInit__speed(void) { return PyModule_Create(&module); }\n"
+        )
+        base = {
+            "pyproject.toml": PYPROJECT_SETUPTOOLS,
+            "setup.py": "from setuptools import Extension, setup\n\nsetup(name='fastmath', version='1.0', "
+            "packages=['fastmath'], ext_modules=[Extension('fastmath._speed', ['fastmath/_speed.c'])])\n",
+            ".gitignore": "*.so\nbuild/\n*.egg-info/\n",
+            "fastmath/__init__.py": "from fastmath._speed import rectangle\n\n\n" + AREA.split("\n\n\n")[1],
+            "fastmath/_speed.c": c_src,
+        }
+        bug = {"fastmath/_speed.c": c_src.replace("w * h", "w + h")}
+        return base, bug, "tests/test_speed.py", "from fastmath import rectangle, square"
+    if layout == "requirements":
+        base = {
+            "requirements.txt": "# what the tests need\niniconfig>=1.0\n-e .\n",
+            "pyproject.toml": PYPROJECT_SETUPTOOLS + '\n[project]\nname = "inishapes"\nversion = "1.0"\n',
+            "inishapes/__init__.py": "import iniconfig  # noqa: F401 - what requirements.txt names\n",
+            "inishapes/area.py": AREA,
+        }
+        bug = {"inishapes/area.py": AREA.replace("w * h", "w * 2")}
+        return base, bug, "tests/test_area.py", "from inishapes.area import rectangle, square"
+    raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+
+
+def layout_row(
+    store: str | Path, layout: str, python: str | None = None, pytest_pin: str = "pytest"
+) -> dict[str, Any]:
+    """Write ``acme__<layout>`` under ``store`` (module docstring) and return its SWE-bench row, its
+    recipe in ``install_config`` (``python``: the version it asks for)."""
+    base, bug, test_path, imports = _files(layout)
+    repo = Path(store) / f"acme__{layout}"
+    repo.mkdir(parents=True, exist_ok=True)
+    _git(repo, "init", "-q")
+    _git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
+    old_tests = f"{imports}\n\n\ndef test_square():\n    assert square(3) == 9\n"
+    new_tests = old_tests + "\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n"
+
+    def write(files: dict[str, str]) -> None:
+        for rel, text in files.items():
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            (repo / rel).write_text(text)
+
+    write({**base, test_path: old_tests})
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", f"{layout}: first version")
+    setup = _git(repo, "rev-parse", "HEAD")
+    write(bug)
+    _git(repo, "commit", "-qam", f"{layout}: a refactor")
+    buggy = _git(repo, "rev-parse", "HEAD")
+    fixed_file = next(iter(bug))
+    write({fixed_file: base[fixed_file]})
+    patch = _git(repo, "diff", buggy)
+    write({test_path: new_tests})
+    test_patch = _git(repo, "diff", "--", test_path)
+    _git(repo, "commit", "-qam", f"{layout}: fix rectangle")
+    _git(repo, "checkout", "-q", buggy)
+    _git(repo, "checkout", "-q", "main")
+    config: dict[str, Any] = {"pip_packages": [pytest_pin], "install": "python -m pip install -e ."}
+    if python:
+        config["python"] = python
+    if layout == "requirements":
+        config["packages"] = "requirements.txt"
+    return {
+        "instance_id": f"acme__{layout}-1",
+        "repo": f"acme/{layout}",
+        "base_commit": buggy,
+        "environment_setup_commit": setup,
+        "version": "1.0",
+        "patch": patch + "\n",
+        "test_patch": test_patch + "\n",
+        "problem_statement": "rectangle(2, 5) should be 10: the area of a 2 by 5 rectangle.",
+        "FAIL_TO_PASS": [f"{test_path}::test_rectangle"],
+        "PASS_TO_PASS": [f"{test_path}::test_square"],
+        "install_config": config,
+        "created_at": "2025-06-01T00:00:00Z",
+    }
