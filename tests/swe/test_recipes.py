@@ -9,8 +9,9 @@ import types
 import pytest
 
 from toolgym.rewards.swe import _outcomes, listed_forms
-from toolgym.swe.environments import id_rule_for, read_requirements, replace_packages, split_conda
 from toolgym.swe.recipes import Recipe, RecipeError, UserRecipes, recipe_for, swebench_specs
+from toolgym.swe.requirements import read_requirements, replace_packages, split_conda
+from toolgym.swe.row_envs import id_rule_for
 
 
 def test_the_user_file_wins_then_install_config_then_swebench_specs_then_inference(tmp_path):

@@ -36,8 +36,8 @@ from toolgym.envs.base import ToolEnv
 from toolgym.envs.swe_tasks import SWERows, TaskRefused, procedural_source, row_source
 from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, SWEJudge
 from toolgym.sandbox.limits import MiB
-from toolgym.swe.environments import RowEnvironments, id_rule_for
 from toolgym.swe.interpreters import interpreter_for, interpreters, sandbox_for
+from toolgym.swe.row_envs import RowEnvironments, id_rule_for
 from toolgym.swe.validate import ValidationCache, validator
 from toolgym.swe.workspaces import WORKSPACE_PATH, SWEWorkspaces
 from toolgym.tools.bash import TERMINAL_LIMITS, BashTool

@@ -40,14 +40,11 @@ import fcntl
 import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -55,8 +52,18 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.rewards.swe import COMPILED_SOURCES
-from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for, swebench_specs
+from toolgym.swe.interpreters import NoInterpreter, choose_python, machine_pythons
+from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for
 from toolgym.swe.repos import RepoUnavailable, git, shared_repo_store
+from toolgym.swe.requirements import (
+    RequirementsMissing,
+    _clean_lines,
+    declared_extras,
+    read_environment_yml,
+    read_requirements,
+    replace_packages,
+    split_conda,
+)
 
 MANIFEST = "manifest.json"
 #: the module the rewritten install asks where the workspace is (written into site-packages)
@@ -64,69 +71,6 @@ HOOK_MODULE = "_toolgym_testbed"
 TESTBED_VARIABLE = "TOOLGYM_TESTBED"
 #: generated files past this size are a build that writes too much into its tree (the overlay is refused)
 OVERLAY_LIMIT = 512 << 20
-#: conda packages with no pip counterpart of the same name (compilers, system libraries, the interpreter):
-#: listed as not installed instead of failing the whole pip resolution
-NOT_PIP = frozenset(
-    [
-        "python",
-        "pip",
-        "setuptools",
-        "wheel",
-        "c-compiler",
-        "cxx-compiler",
-        "fortran-compiler",
-        "compilers",
-        "gcc",
-        "gxx",
-        "gfortran",
-        "make",
-        "cmake",
-        "ninja",
-        "pkg-config",
-        "libxml2",
-        "libxslt",
-        "libffi",
-        "openssl",
-        "zlib",
-        "graphviz",
-        "freetype",
-        "libpng",
-        "jpeg",
-        "libjpeg-turbo",
-        "hdf5",
-        "netcdf4-c",
-        "proj",
-        "geos",
-        "gdal",
-        "blas",
-        "openblas",
-        "mkl",
-        "lapack",
-        "libblas",
-        "liblapack",
-        "libgfortran",
-        "cairo",
-        "pango",
-        "git",
-        "tk",
-        "tzdata",
-        "_libgcc_mutex",
-        "_openmp_mutex",
-        "ld_impl_linux-64",
-        "libgcc-ng",
-        "libstdcxx-ng",
-        "ncurses",
-        "readline",
-        "sqlite",
-        "xz",
-        "nodejs",
-        "pandoc",
-        "ffmpeg",
-        "libspatialindex",
-        "udunits2",
-        "eccodes",
-    ]
-)
 #: how a compiled part is rebuilt in a tree (``python``: the environment's): SWE-bench's eval script re-runs
 #: the install, which for a setup.py build is this, without touching the environment
 REBUILD = ("python", "setup.py", "build_ext", "--inplace")
@@ -175,202 +119,6 @@ def plan(rows: Iterable[Mapping[str, Any]], recipes: UserRecipes | None = None) 
         if created and (entry.created_at is None or str(created) > entry.created_at):
             entry.created_at = str(created)
     return plans
-
-
-# ------------------------------------------------------------------------------------- interpreters
-
-
-def _version_of(exe: str) -> tuple[int, int] | None:
-    try:
-        out = subprocess.run(
-            [exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.fullmatch(r"(\d+)\.(\d+)", out)
-    return (int(match[1]), int(match[2])) if match else None
-
-
-def machine_pythons() -> dict[tuple[int, int], str]:
-    """The interpreters this machine has, by minor version: ``TOOLGYM_SWE_PYTHONS`` (paths separated by
-    ``os.pathsep``) when set, else ``pythonX.Y`` on ``PATH`` (pyenv's shims skipped: they fail for versions
-    not selected), pyenv's and uv's installed versions, and this interpreter."""
-    listed = os.environ.get("TOOLGYM_SWE_PYTHONS")
-    candidates: list[str] = []
-    if listed:
-        candidates = [p for p in listed.split(os.pathsep) if p]
-    else:
-        for folder in os.environ.get("PATH", "").split(os.pathsep):
-            if not folder or "shims" in Path(folder).parts:
-                continue
-            candidates.extend(str(p) for p in sorted(Path(folder).glob("python3.*")) if p.name[7:].isdigit())
-        roots = [os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")]
-        for root in roots:
-            candidates.extend(str(p) for p in sorted(Path(root).glob("versions/3.*/bin/python3.*")))
-        uv_dir = Path(os.environ.get("UV_PYTHON_INSTALL_DIR") or Path.home() / ".local/share/uv/python")
-        candidates.extend(str(p) for p in sorted(uv_dir.glob("cpython-3.*/bin/python3.*")))
-        candidates.append(sys.executable)
-    found: dict[tuple[int, int], str] = {}
-    for exe in candidates:
-        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)) or exe.endswith("-config"):
-            continue
-        version = _version_of(exe)
-        if version is not None and version not in found:
-            found[version] = exe
-    return found
-
-
-def choose_python(asked: str | None, available: Mapping[tuple[int, int], str]) -> dict[str, Any]:
-    """The interpreter for a recipe's ``python``: that version, else the nearest newer minor (why is
-    recorded), else a ``BuildFailed`` naming what the machine has. No version asked: this interpreter's."""
-    have = ", ".join(f"{a}.{b}" for a, b in sorted(available)) or "none"
-    if asked is None:
-        mine = sys.version_info[:2]
-        exe = available.get(mine) or next(iter(available.values()), None)
-        if exe is None:
-            raise BuildFailed("python", "no Python interpreter found")
-        return {"asked": None, "used": "{}.{}".format(*(_version_of(exe) or mine)), "executable": exe,
-                "reason": "the recipe names no version"}  # fmt: skip
-    major, minor = (int(x) for x in asked.split(".")[:2])
-    want = (major, minor)
-    if want in available:
-        return {"asked": asked, "used": asked, "executable": available[want], "reason": "as asked"}
-    newer = sorted(v for v in available if v[0] == want[0] and v > want)
-    if not newer:
-        raise BuildFailed(
-            "python",
-            f"the recipe asks for Python {asked} and this machine has no {asked} or newer 3.x "
-            f"(it has {have}); install one (pyenv, uv python install) or list it in TOOLGYM_SWE_PYTHONS",
-        )
-    used = newer[0]
-    return {
-        "asked": asked,
-        "used": f"{used[0]}.{used[1]}",
-        "executable": available[used],
-        "reason": f"no Python {asked} on this machine (it has {have}): the nearest newer minor",
-    }
-
-
-# ------------------------------------------------------------------------------------- requirements
-
-
-def _clean_lines(text: str) -> list[str]:
-    lines = []
-    for raw in text.splitlines():
-        line = raw.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-e .", ".[", "-e.")):
-            continue
-        lines.append(line)
-    return lines
-
-
-def replace_packages(lines: list[str]) -> list[str]:
-    """SWE-bench's own package replacements (a yanked package: ``types-pkg_resources`` becomes
-    ``types-setuptools``)."""
-    out = []
-    for line in lines:
-        for old, new in swebench_specs()["replace_packages"]:
-            if re.match(rf"^{re.escape(old)}([<>=!~ ;\[]|$)", line):
-                line = new if new else ""
-        if line:
-            out.append(line)
-    return out
-
-
-def read_requirements(src: Path, paths: Sequence[str]) -> tuple[str, list[str]]:
-    """The first of ``paths`` that exists in the checkout, with its ``-r`` includes inlined (read from the
-    checkout, relative to the including file), as requirement lines; ``BuildFailed`` when none exists."""
-    for rel in paths:
-        path = src / rel
-        if path.is_file():
-            return rel, replace_packages(_expand(path, src, set()))
-    raise BuildFailed("packages", f"no requirements file at {', '.join(paths)} in the checkout")
-
-
-def _expand(path: Path, src: Path, seen: set[Path]) -> list[str]:
-    if path in seen:
-        return []
-    seen.add(path)
-    out: list[str] = []
-    for line in _clean_lines(path.read_text(errors="replace")):
-        if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
-            target = (path.parent / line.split(None, 1)[1].strip()).resolve()
-            if src.resolve() in target.parents and target.is_file():
-                out.extend(_expand(target, src, seen))
-            continue
-        out.append(line)
-    return out
-
-
-def _conda_to_pip(spec: str) -> str:
-    """``numpy=1.19`` -> ``numpy==1.19.*``; ``numpy>=1.2`` and ``numpy==1.2`` stay; a channel prefix goes."""
-    spec = spec.split("::")[-1].strip()
-    match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*=\s*([^=<>!~\s]+)(?:=\S+)?", spec)
-    if match:
-        version = match[2]
-        return f"{match[1]}=={version}" if "*" in version else f"{match[1]}=={version}.*"
-    return spec.replace(" ", "")
-
-
-def _name(spec: str) -> str:
-    return re.split(r"[<>=!~\[; ]", spec.split("::")[-1], maxsplit=1)[0].strip().lower()
-
-
-def split_conda(specs: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(pip requirements, conda packages not installed): conda's Python packages go to pip."""
-    pip: list[str] = []
-    skipped: list[str] = []
-    for spec in specs:
-        spec = spec.strip()
-        if not spec:
-            continue
-        (skipped if _name(spec) in NOT_PIP else pip).append(
-            spec if _name(spec) in NOT_PIP else _conda_to_pip(spec)
-        )
-    return pip, skipped
-
-
-def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str], list[str]]:
-    """(the file, pip requirements, conda packages not installed) of the first ``environment.yml`` found."""
-    import yaml
-
-    for rel in paths:
-        path = src / rel
-        if path.is_file():
-            data = yaml.safe_load(path.read_text(errors="replace")) or {}
-            conda: list[str] = []
-            pip_lines: list[str] = []
-            for dep in data.get("dependencies") or []:
-                if isinstance(dep, Mapping):
-                    pip_lines.extend(str(x) for x in dep.get("pip") or [])
-                else:
-                    conda.append(str(dep))
-            pip, skipped = split_conda(conda)
-            return rel, pip + replace_packages(_clean_lines("\n".join(pip_lines))), skipped
-    raise BuildFailed("packages", f"no environment.yml at {', '.join(paths)} in the checkout")
-
-
-def declared_extras(src: Path) -> set[str]:
-    """The optional-dependency groups the project declares (pyproject, setup.cfg, a literal in setup.py)."""
-    found: set[str] = set()
-    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
-        project = tomllib.loads((src / "pyproject.toml").read_text()).get("project", {})
-        found |= set(project.get("optional-dependencies", {}))
-    with contextlib.suppress(OSError):
-        import configparser
-
-        cfg = configparser.ConfigParser()
-        cfg.read(src / "setup.cfg")
-        if cfg.has_section("options.extras_require"):
-            found |= set(cfg.options("options.extras_require"))
-    with contextlib.suppress(OSError):
-        text = (src / "setup.py").read_text(errors="replace")
-        if "extras_require" in text:
-            found |= set(re.findall(r"['\"](tests?|dev|testing)['\"]\s*:", text))
-    return found
 
 
 # ------------------------------------------------------------------------------------- the build
@@ -710,7 +458,10 @@ class EnvironmentStore:
             raise BuildFailed("checkout", str(exc), log.path) from None
 
         log.step("python")
-        chosen = choose_python(recipe.python, pythons if pythons is not None else machine_pythons())
+        try:
+            chosen = choose_python(recipe.python, pythons if pythons is not None else machine_pythons())
+        except NoInterpreter as exc:
+            raise BuildFailed("python", str(exc), log.path) from None
         log.fh.write(json.dumps(chosen) + "\n")
 
         log.step("venv")
@@ -734,12 +485,18 @@ class EnvironmentStore:
             paths = recipe.reqs_path or (
                 (packages,) if packages != "requirements.txt" else ("requirements.txt",)
             )
-            reqs_file, lines = read_requirements(src, paths)
+            try:
+                reqs_file, lines = read_requirements(src, paths)
+            except RequirementsMissing as exc:
+                raise BuildFailed("packages", str(exc), log.path) from None
             (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
             uv_install("packages", ["-r", str(tmp / "requirements.txt")])
         elif packages in ("environment.yml", "environment.yaml") or packages.endswith((".yml", ".yaml")):
             paths = recipe.env_yml_path or (packages,)
-            reqs_file, lines, not_installed = read_environment_yml(src, paths)
+            try:
+                reqs_file, lines, not_installed = read_environment_yml(src, paths)
+            except RequirementsMissing as exc:
+                raise BuildFailed("packages", str(exc), log.path) from None
             (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
             uv_install("packages", ["-r", str(tmp / "requirements.txt")])
         elif packages:
@@ -896,103 +653,5 @@ __all__ = [
     "EnvironmentMissing",
     "EnvironmentStore",
     "build_all",
-    "choose_python",
-    "machine_pythons",
     "plan",
 ]
-
-
-# ------------------------------------------------------------------------------------- SWE-v0's side
-
-
-def with_overlay(archive: bytes, overlay: bytes) -> bytes:
-    """The workspace archive with the environment's generated files laid over it (they win)."""
-    if not overlay:
-        return archive
-    with tarfile.open(fileobj=io.BytesIO(overlay)) as tar:
-        names = set(tar.getnames())
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for source, skip in ((archive, names), (overlay, set())):
-            with tarfile.open(fileobj=io.BytesIO(source)) as src:
-                for member in src.getmembers():
-                    if member.name in skip:
-                        continue
-                    data = src.extractfile(member) if member.isfile() else None
-                    dst.addfile(member, data)
-    return out.getvalue()
-
-
-def id_rule_for(row: Mapping[str, Any]) -> str:
-    """How the row's test ids were written (``toolgym.rewards.swe.ID_RULES``): its ``log_parser`` column
-    where it has one, else SWE-bench's parser for its repository, else pytest's summary-line form."""
-    parser = str(row.get("log_parser") or swebench_specs()["log_parsers"].get(str(row.get("repo", ""))) or "")
-    return "pytest_options" if "options" in parser else "pytest"
-
-
-class RowEnvironments:
-    """SWE-v0's view of a built store (``envs=``): each row's environment (its interpreter, the compiled
-    parts laid over its workspace, how the judge rebuilds them), found by the row's instance id in the
-    manifests (the newest build), else by its recipe's key. Rows whose environment is missing or failed
-    are refused with the reason (``EnvironmentMissing``)."""
-
-    def __init__(self, root: str | Path, workspaces: Any):
-        self.store = EnvironmentStore(root)
-        if not self.store.root.is_dir():
-            raise FileNotFoundError(f"envs={root}: no such directory (toolgym swe envs build writes it)")
-        self.workspaces = workspaces
-        self._by_row: dict[str, str] = {}
-        for manifest in sorted(self.store.manifests(), key=lambda m: m.get("built_at", "")):
-            for row in manifest.get("rows", []):
-                self._by_row[row] = manifest["key"]
-        self._archives: dict[tuple[str, str], bytes] = {}
-        self._lock = threading.Lock()
-
-    def manifest(self, task: Any) -> dict[str, Any]:
-        key = self._by_row.get(task.data.get("instance_id", task.id))
-        if key is not None:
-            found = self.store.manifest(key)
-            if found is not None:
-                return found
-        try:
-            return self.store.find(task.data)
-        except EnvironmentMissing:
-            raise
-        except Exception as exc:  # a recipe that cannot be read
-            raise EnvironmentMissing(f"its recipe: {exc}") from None
-
-    @property
-    def store_root(self) -> Path | None:
-        return self.workspaces.store_root
-
-    def pythons(self) -> list[str]:
-        return [self.store.python(m["key"]) for m in self.store.manifests()]
-
-    def python_for(self, task: Any) -> str:
-        return self.store.python(self.manifest(task)["key"])
-
-    def check(self, task: Any) -> None:
-        self.workspaces.check(task)
-        self.manifest(task)
-
-    def archive(self, task: Any) -> bytes:
-        key = self.manifest(task)["key"]
-        base = task.data.get("base_commit", "")
-        with self._lock:
-            if (key, base) not in self._archives:
-                overlay = self.store.overlay_for(key, base)
-                self._archives[(key, base)] = with_overlay(self.workspaces.archive(task), overlay)
-            return self._archives[(key, base)]
-
-    def test_files(self, task: Any) -> dict[str, bytes | None]:
-        return self.workspaces.test_files(task)
-
-    def gold_files(self, task: Any) -> dict[str, bytes | None]:
-        return self.workspaces.gold_files(task)
-
-    def base_text(self, task: Any, path: str) -> str | None:
-        return self.workspaces.base_text(task, path)
-
-    def judge_options(self, task: Any) -> dict[str, Any]:
-        rebuild = self.manifest(task).get("rebuild")
-        return {"id_rule": id_rule_for(task.data), "rebuild": rebuild}

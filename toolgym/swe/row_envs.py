@@ -1,0 +1,117 @@
+"""SWE-v0's side of the built environments (``envs=``): each row's environment, found by its instance id in
+the manifests (the newest build) or by its recipe's key; its interpreter; the compiled parts laid over its
+workspace; how its test ids were written and how the judge rebuilds what the agent changes."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from toolgym.swe.environments import EnvironmentMissing, EnvironmentStore
+from toolgym.swe.recipes import swebench_specs
+
+#: workspace archives with their overlays kept in memory per process (least recently used dropped first)
+ARCHIVE_CACHE = 64
+
+
+def with_overlay(archive: bytes, overlay: bytes) -> bytes:
+    """The workspace archive with the environment's generated files laid over it (they win)."""
+    if not overlay:
+        return archive
+    with tarfile.open(fileobj=io.BytesIO(overlay)) as tar:
+        names = set(tar.getnames())
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
+        for source, skip in ((archive, names), (overlay, set())):
+            with tarfile.open(fileobj=io.BytesIO(source)) as src:
+                for member in src.getmembers():
+                    if member.name in skip:
+                        continue
+                    data = src.extractfile(member) if member.isfile() else None
+                    dst.addfile(member, data)
+    return out.getvalue()
+
+
+def id_rule_for(row: Mapping[str, Any]) -> str:
+    """How the row's test ids were written (``toolgym.rewards.swe.ID_RULES``): its ``log_parser`` column
+    where it has one, else SWE-bench's parser for its repository, else pytest's summary-line form."""
+    parser = str(row.get("log_parser") or swebench_specs()["log_parsers"].get(str(row.get("repo", ""))) or "")
+    return "pytest_options" if "options" in parser else "pytest"
+
+
+class RowEnvironments:
+    """SWE-v0's view of a built store (``envs=``): each row's environment (its interpreter, the compiled
+    parts laid over its workspace, how the judge rebuilds them), found by the row's instance id in the
+    manifests (the newest build), else by its recipe's key. Rows whose environment is missing or failed
+    are refused with the reason (``EnvironmentMissing``)."""
+
+    def __init__(self, root: str | Path, workspaces: Any):
+        self.store = EnvironmentStore(root)
+        if not self.store.root.is_dir():
+            raise FileNotFoundError(f"envs={root}: no such directory (toolgym swe envs build writes it)")
+        self.workspaces = workspaces
+        self._by_row: dict[str, str] = {}
+        for manifest in sorted(self.store.manifests(), key=lambda m: m.get("built_at", "")):
+            for row in manifest.get("rows", []):
+                self._by_row[row] = manifest["key"]
+        self._archives: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def manifest(self, task: Any) -> dict[str, Any]:
+        key = self._by_row.get(task.data.get("instance_id", task.id))
+        if key is not None:
+            found = self.store.manifest(key)
+            if found is not None:
+                return found
+        try:
+            return self.store.find(task.data)
+        except EnvironmentMissing:
+            raise
+        except Exception as exc:  # a recipe that cannot be read
+            raise EnvironmentMissing(f"its recipe: {exc}") from None
+
+    @property
+    def store_root(self) -> Path | None:
+        return self.workspaces.store_root
+
+    def pythons(self) -> list[str]:
+        return [self.store.python(m["key"]) for m in self.store.manifests()]
+
+    def python_for(self, task: Any) -> str:
+        return self.store.python(self.manifest(task)["key"])
+
+    def check(self, task: Any) -> None:
+        self.workspaces.check(task)
+        self.manifest(task)
+
+    def archive(self, task: Any) -> bytes:
+        key = self.manifest(task)["key"]
+        base = task.data.get("base_commit", "")
+        with self._lock:
+            if (key, base) in self._archives:
+                self._archives.move_to_end((key, base))
+                return self._archives[(key, base)]
+        built = with_overlay(self.workspaces.archive(task), self.store.overlay_for(key, base))
+        with self._lock:
+            self._archives[(key, base)] = built
+            while len(self._archives) > ARCHIVE_CACHE:
+                self._archives.popitem(last=False)
+        return built
+
+    def test_files(self, task: Any) -> dict[str, bytes | None]:
+        return self.workspaces.test_files(task)
+
+    def gold_files(self, task: Any) -> dict[str, bytes | None]:
+        return self.workspaces.gold_files(task)
+
+    def base_text(self, task: Any, path: str) -> str | None:
+        return self.workspaces.base_text(task, path)
+
+    def judge_options(self, task: Any) -> dict[str, Any]:
+        rebuild = self.manifest(task).get("rebuild")
+        return {"id_rule": id_rule_for(task.data), "rebuild": rebuild}
