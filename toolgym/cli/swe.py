@@ -50,10 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "install_config, SWE-bench's specs, SWE-smith's profiles, or are inferred. Then: "
         "gym.make('toolgym/SWE-v0', tasks=ROWS, repos=DIR, envs=ENVS).",
     )
-    build.add_argument("rows", metavar="ROWS", help="SWE-bench-schema rows (.jsonl, .json, .parquet)")
-    build.add_argument("--repos", required=True, metavar="DIR", help="the owner__name clones")
+    _rows_and_repos(build, "builds")
     build.add_argument("--out", required=True, metavar="ENVS", help="the environments' directory")
-    build.add_argument("--jobs", type=positive_int, default=2, help="builds at once (default 2)")
     build.add_argument("--recipes", default=None, metavar="FILE", help="your recipes (YAML or JSON)")
     build.add_argument(
         "--exclude-newer",
@@ -69,12 +67,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "environment, in parallel; the results go to ENVS/validation/, which SWE-v0 reads when it draws a "
         "row, so training does not validate twice.",
     )
-    validate.add_argument("rows", metavar="ROWS", help="SWE-bench-schema rows (.jsonl, .json, .parquet)")
-    validate.add_argument("--repos", required=True, metavar="DIR", help="the owner__name clones")
+    _rows_and_repos(validate, "rows")
     validate.add_argument("--envs", required=True, metavar="ENVS", help="the built environments")
-    validate.add_argument("--jobs", type=positive_int, default=2, help="rows at once (default 2)")
     validate.add_argument("--out", default=None, metavar="FILE", help="write each row's result (JSONL)")
     validate.set_defaults(func=cmd_validate)
+
+
+def _rows_and_repos(parser: argparse.ArgumentParser, jobs: str) -> None:
+    """ROWS, --repos and --jobs, as every command over a row file takes them."""
+    parser.add_argument("rows", metavar="ROWS", help="SWE-bench-schema rows (.jsonl, .json, .parquet)")
+    parser.add_argument("--repos", required=True, metavar="DIR", help="the owner__name clones")
+    parser.add_argument("--jobs", type=positive_int, default=2, help=f"{jobs} at once (default 2)")
 
 
 def cmd_mine(args: argparse.Namespace) -> int:
