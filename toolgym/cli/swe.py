@@ -37,6 +37,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     mine.add_argument("--seed", type=int, default=0, help="the order functions and mutations are tried in")
     mine.add_argument("--python", default=None, help="the interpreter the tests run with (default this one)")
     mine.add_argument("--test-timeout", type=float, default=60.0, help="seconds per test (default 60)")
+    history = mine.add_argument_group(
+        "--history",
+        "rows from the repository's own fix commits (source and tests changed; the tests fail at the parent "
+        "and pass at the commit), each in the repository's environment, built once into --envs",
+    )
+    history.add_argument("--history", action="store_true", help="mine the history instead of mutating")
+    history.add_argument(
+        "--max-commits", type=positive_int, default=200, help="commits to look at (default 200)"
+    )
+    history.add_argument(
+        "--envs", default=None, metavar="ENVS", help="environments (default: envs/ beside --out)"
+    )
+    history.add_argument("--recipes", default=None, metavar="FILE", help="your recipes (YAML or JSON)")
+    history.add_argument(
+        "--writer", default=None, metavar="URL", help="an OpenAI-compatible endpoint that writes each issue"
+    )
+    history.add_argument("--writer-model", default=None, metavar="NAME", help="the writer's model")
     mine.set_defaults(func=cmd_mine)
 
     envs = verbs.add_parser("envs", help="the environments SWE-bench-schema rows run in (`envs build`)")
@@ -81,6 +98,8 @@ def _rows_and_repos(parser: argparse.ArgumentParser, jobs: str) -> None:
 
 
 def cmd_mine(args: argparse.Namespace) -> int:
+    if args.history:
+        return cmd_mine_history(args)
     from tqdm import tqdm
 
     from toolgym.swe.mine import MiningRefused, mine
@@ -115,6 +134,54 @@ def cmd_mine(args: argparse.Namespace) -> int:
         f"{report.mutants_tried} mutants tried, {len(report.rows)} tasks written to {args.out}\n"
         f"buggy states: commits in {report.clone} (refs/toolgym/mined/*)\n"
         f"play them: gym.make('toolgym/SWE-v0', tasks={str(args.out)!r}, repos={str(report.clone.parent)!r})"
+    )
+    return 0
+
+
+def cmd_mine_history(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from toolgym.swe.history import endpoint_writer, mine_history
+    from toolgym.swe.mine import MiningRefused
+
+    if args.writer and not args.writer_model:
+        print(
+            "toolgym swe mine: --writer needs --writer-model (the model the endpoint serves)", file=sys.stderr
+        )
+        return 2
+    writer = endpoint_writer(args.writer, args.writer_model) if args.writer else None
+    bar = tqdm(total=0, unit="commit", desc="mining history", file=sys.stderr, disable=None)
+
+    def progress(done: int, total: int, what: str) -> None:
+        bar.total = total
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(done - bar.n)
+
+    try:
+        report = mine_history(
+            args.repo,
+            args.out,
+            args.repos,
+            envs=args.envs,
+            recipes=args.recipes,
+            python=args.python,
+            max_commits=args.max_commits,
+            max_tasks=args.max_tasks,
+            test_timeout=args.test_timeout,
+            writer=writer,
+            progress=progress,
+        )
+    except MiningRefused as exc:
+        bar.close()
+        print(f"toolgym swe mine: refused: {exc}", file=sys.stderr)
+        return 1
+    bar.close()
+    assert report.clone is not None
+    print(
+        f"{report.repo}: {report.commits} commits change source and tests, {report.mutants_tried} tried, "
+        f"{len(report.rows)} rows written to {args.out}\n"
+        f"play them: gym.make('toolgym/SWE-v0', tasks={str(args.out)!r}, repos={str(report.clone.parent)!r}"
+        + (", envs=...)" if args.python is None else ", python=...)")
     )
     return 0
 

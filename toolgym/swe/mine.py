@@ -38,6 +38,7 @@ from toolgym.rewards.swe import FileChanges, TestRun, protected, run_tests, test
 from toolgym.sandbox import Sandbox
 from toolgym.swe.mutate import Mutation, apply_mutation, mutations_of
 from toolgym.swe.repos import git, shared_repo_store
+from toolgym.tools.bash import workspace_paths
 
 #: mutants tried per bug kept, at most, in a function (equivalent mutants break no test and are skipped)
 TRIES_PER_KEPT = 10
@@ -57,6 +58,7 @@ class MineReport:
     tests: int = 0
     functions: int = 0
     mutants_tried: int = 0
+    commits: int = 0  # (--history) commits that change source and tests
 
 
 def repo_name(path: Path) -> str:
@@ -123,6 +125,26 @@ def _statement(name: str, failing: dict[str, str], run: TestRun) -> str:
     return "\n".join(lines)
 
 
+def test_sandbox_with(python: str | None) -> Sandbox:
+    """Where the miner runs tests with ``python``: the test sandbox (pytest preloaded) for toolgym's own
+    interpreter, else a terminal sandbox that exposes that one (a venv under the store, an environment)."""
+    from toolgym.sandbox.shared import shared_test_sandbox
+    from toolgym.swe.interpreters import interpreter, sandbox_for
+
+    if python is None or python == sys.executable:
+        return shared_test_sandbox()
+    return sandbox_for([interpreter(python)]) or shared_test_sandbox()
+
+
+def judge_paths(box: Sandbox) -> tuple[str, str]:
+    """Where the miner's test runs build their tree in ``box`` (the bash tool's rule), or ``MiningRefused``
+    saying why no tree can be built there and how to fix it."""
+    paths = workspace_paths(box, "testbed", "/testbed")
+    if isinstance(paths, str):
+        raise MiningRefused(f"the sandbox cannot build a repository's tree to test here: {paths}")
+    return paths
+
+
 def _normal(qualname: str) -> str:
     return qualname.replace(".<locals>", "")
 
@@ -142,15 +164,13 @@ def mine(
 ) -> MineReport:
     """Mine ``repo`` into SWE-bench-schema rows at ``out`` (JSONL) over the store ``repos`` (module doc).
     ``progress(done, total, what)`` is called per function tried."""
-    from toolgym.sandbox.shared import shared_test_sandbox
-
     source = Path(repo)
     if not source.is_dir():
         raise FileNotFoundError(f"{repo}: no such directory")
     out = Path(out)
-    store = Path(repos) if repos is not None else out.parent / "repos"
-    box = sandbox or shared_test_sandbox()
+    store = (Path(repos) if repos is not None else out.parent / "repos").absolute()
     python = python or sys.executable
+    box = sandbox or test_sandbox_with(python)
     name = repo_name(source)
     clone = _store_clone(source, store, name)
     base = git(["rev-parse", "HEAD"], clone).strip()
@@ -160,7 +180,7 @@ def mine(
     test_paths = [p for p in tracked if protected(p)]
     if not test_paths:
         raise MiningRefused(f"{name}: no test files (test_*.py, *_test.py or under tests/) to run")
-    options: dict[str, Any] = {"python": python, "test_timeout": test_timeout}
+    options: dict[str, Any] = {"python": python, "test_timeout": test_timeout, "paths": judge_paths(box)}
     clean = run_tests(box, archive, FileChanges(), None, files=[], trace=True, **options)
     if clean.error:
         raise MiningRefused(f"{name}: the test suite could not run: {clean.error}")

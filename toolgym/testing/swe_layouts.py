@@ -136,3 +136,62 @@ def layout_row(
         "install_config": config,
         "created_at": "2025-06-01T00:00:00Z",
     }
+
+
+#: the history repository's package at its first commit: three bugs no test sees yet
+TALLY = (
+    "def mean(xs):\n    return sum(xs) / len(xs)\n\n\n"
+    "def median(xs):\n    s = sorted(xs)\n    return s[len(s) // 2]\n\n\n"
+    "def clamp(x, lo, hi):\n    return max(lo, min(x, hi + 1))\n"
+)
+#: (fixed source, the test the fix adds, message) per fix commit, in order
+TALLY_FIXES = (
+    ("return sum(xs) / len(xs)", "return sum(xs) / len(xs) if xs else 0.0",
+     "def test_mean_of_nothing():\n    assert mean([]) == 0.0\n",
+     "mean: an empty list has mean 0.0\n\nmean([]) raised ZeroDivisionError."),
+    ("    return s[len(s) // 2]",
+     "    n = len(s)\n    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2",
+     "def test_median_of_an_even_count():\n    assert median([1, 2, 3, 4]) == 2.5\n",
+     "median: average the middle pair of an even count"),
+    ("min(x, hi + 1)", "min(x, hi)",
+     "def test_clamp_above():\n    assert clamp(12, 0, 10) == 10\n",
+     "clamp: the upper bound is inclusive, not one past it"),
+)  # fmt: skip
+
+
+def history_repo(path: str | Path) -> Path:
+    """A repository whose history holds three real fixes (each changes ``tally/stats.py`` and adds the test
+    that catches its bug), a commit that touches only the README, and one that changes source and tests
+    without fixing anything (its tests pass at its parent): ``toolgym swe mine --history`` finds 3 rows."""
+    repo = Path(path)
+    (repo / "tally").mkdir(parents=True, exist_ok=True)
+    (repo / "tests").mkdir(exist_ok=True)
+    _git(repo, "init", "-q")
+    _git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
+    pyproject = PYPROJECT_SETUPTOOLS + (
+        '\n[project]\nname = "tally"\nversion = "0.1"\n\n[project.optional-dependencies]\ntest = ["pytest"]\n'
+    )
+    tests = (
+        "from tally.stats import clamp, mean, median\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n"
+    )
+    files = {"pyproject.toml": pyproject, "README.md": "# tally\n", "tally/__init__.py": "",
+             "tally/stats.py": TALLY, "tests/test_stats.py": tests}  # fmt: skip
+    for rel, text in files.items():
+        (repo / rel).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "tally: first version")
+    (repo / "README.md").write_text("# tally\n\nSmall statistics.\n")
+    _git(repo, "commit", "-qam", "README: say what it is")
+    source = TALLY
+    for old, new, test, message in TALLY_FIXES:
+        source = source.replace(old, new)
+        tests += "\n\n" + test
+        (repo / "tally/stats.py").write_text(source)
+        (repo / "tests/test_stats.py").write_text(tests)
+        _git(repo, "commit", "-qam", message)
+    (repo / "tally/stats.py").write_text(source.replace("def clamp", "# bounds are inclusive\ndef clamp"))
+    (repo / "tests/test_stats.py").write_text(
+        tests + "\n\ndef test_clamp_inside():\n    assert clamp(5, 0, 10) == 5\n"
+    )
+    _git(repo, "commit", "-qam", "clamp: a comment and one more test")
+    return repo

@@ -114,6 +114,40 @@ def workspace_files(task: Task) -> dict[str, str | bytes]:
     return dict(task.data.get("files") or {})
 
 
+#: how to give a sandbox whose children read files as uid 0 a workspace (docs/containers.md)
+UID0_FIX = (
+    "install Python where every uid can read it (/usr/local, /opt: e.g. UV_PYTHON_INSTALL_DIR=/opt/python uv "
+    "python install), or let other uids traverse its directory (chmod o+x /root), or give the container "
+    "CAP_SYS_ADMIN (docker run --cap-add SYS_ADMIN --security-opt apparmor=unconfined)"
+)
+
+
+def workspace_paths(
+    sandbox: Any, workspace: str, workspace_path: str, *, requires_path: bool = False
+) -> tuple[str, str] | str:
+    """(a workspace's directory in a sandbox child, the path its programs see it at), or why no workspace can
+    be set up on this sandbox: the bash tool's sessions, SWE-v0's judge and the miner share this rule."""
+    report = sandbox.isolation
+    if report.broken:
+        return f"the sandbox is broken: {report.broken}"
+    if report.backend != "local":  # e2b's sessions share one working directory in one microVM
+        return f"the bash tool runs on the local sandbox only, not on the {report.backend} backend"
+    if "fs_view" in report.active and f"{workspace_path} ->" in report.details.get("fs_view", ""):
+        return f"/tmp/{workspace}", workspace_path
+    if "file access as uid 0" in report.details.get("unprivileged_user", ""):
+        # the session's files belong to root there, and a command (exec resets the file uid) could not
+        # write them: refuse rather than play a workspace the model cannot change
+        return (
+            "without the read-only view, this sandbox's children read files as uid 0 (the interpreter "
+            "lies under a directory other uids cannot enter), so shell commands could not write the "
+            f"workspace. To fix it: {UID0_FIX}"
+        )
+    if requires_path:
+        why = report.missing.get("fs_view") or "fs_view is disabled"
+        return f"this task's workspace must be at {workspace_path}, which needs the read-only view: " + why
+    return workspace, workspace  # relative to the child's working dir (its own host tmp dir)
+
+
 @register_tool
 class BashTool(Tool):
     """Runs shell commands in a per-episode sandboxed workspace (see the module docstring)."""
@@ -205,28 +239,8 @@ class BashTool(Tool):
     def workspace_paths(self) -> tuple[str, str] | str:
         """(the workspace in the session, the path commands see it at), or why the workspace cannot be set up
         on this sandbox (then every call is an ``infra_error`` saying so, never a silent wrong result)."""
-        report = self.sandbox.isolation
-        if report.broken:
-            return f"the sandbox is broken: {report.broken}"
-        if report.backend != "local":  # e2b's sessions share one working directory in one microVM
-            return f"the bash tool runs on the local sandbox only, not on the {report.backend} backend"
-        if "fs_view" in report.active and f"{self.workspace_path} ->" in report.details.get("fs_view", ""):
-            return f"/tmp/{self.workspace}", self.workspace_path
-        if "file access as uid 0" in report.details.get("unprivileged_user", ""):
-            # the session's files belong to root there, and a command (exec resets the file uid) could not
-            # write them: refuse rather than play a workspace the model cannot change
-            return (
-                "without the read-only view, this sandbox's children read files as uid 0 (the interpreter "
-                "lies under a directory other uids cannot enter), so shell commands could not write the "
-                "workspace"
-            )
-        if self._task is not None and self._task.data.get("requires_path"):
-            why = report.missing.get("fs_view") or "fs_view is disabled"
-            return (
-                f"this task's workspace must be at {self.workspace_path}, which needs the read-only view: "
-                + why
-            )
-        return self.workspace, self.workspace  # relative to the session's working dir (its own host tmp dir)
+        requires = self._task is not None and bool(self._task.data.get("requires_path"))
+        return workspace_paths(self.sandbox, self.workspace, self.workspace_path, requires_path=requires)
 
     def driver_call(self, call: str, define: str = "") -> str | None:
         """The code that runs ``call`` (driver code over ``ws``, the workspace in the session) in the session,
