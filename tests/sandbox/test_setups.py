@@ -109,7 +109,7 @@ HELPER = textwrap.dedent(
         flt.load()
     if cfg.get("docker"):
         argv = cfg["setpriv"] + argv
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OPENAI_API_KEY": cfg["secret"]}
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "OPENAI_API_KEY": cfg["secret"], **cfg["env"]}
     os.execvpe(argv[0], argv, env)
     """
 )
@@ -187,7 +187,7 @@ PROBE = textwrap.dedent(
 SECRET = "sk-toolgym-setup-secret"
 
 
-def run_setup(*, docker=False, install=None, user=False, python=None, pytest_args=None, **args):
+def run_setup(*, docker=False, install=None, user=False, python=None, pytest_args=None, env=None, **args):
     base = os.path.realpath(sys.base_prefix)
     site = [p for p in sys.path if p.endswith("site-packages")]
     # the new venv sees this one's packages as this one does: its site dirs, then what their .pth files say
@@ -208,6 +208,7 @@ def run_setup(*, docker=False, install=None, user=False, python=None, pytest_arg
         "probe": PROBE,
         "args": {"project": str(PROJECT), **args},
         "pytest": pytest_args,
+        "env": env or {},  # variables the setup's process gets beside PATH and HOME
     }
     proc = subprocess.run(
         [sys.executable, "-I", "-c", HELPER, json.dumps(cfg)], capture_output=True, text=True, timeout=600
@@ -369,3 +370,18 @@ SWE_SUITE = [
 def test_swe_v0_plays_and_judges_without_namespaces(setup):
     """Gold 1, nothing 0, every hack 0, no leak, refusals with reasons: SWE-v0's suites, in the setup."""
     assert_suite_passes(run_setup(pytest_args=SWE_SUITE, **setup))
+
+
+#: SWE-v0's environments without namespaces: built with uv in the Docker-like root (its interpreter one it can
+#: read, as in an image), the repository importing from the session's own directory (no /testbed), the C
+#: extension rebuilt by the judge in its child's own directory, the history mined there too
+SWE_ENVS_SUITE = ["tests/swe/test_environments.py", "tests/swe/test_history.py", *RED_TEAM[2:]]
+
+
+@pytest.mark.main_suite_only
+def test_swe_environments_build_play_and_mine_in_a_docker_like_root():
+    # a container's package index settings: its CA bundle, and uv's cache (warm, as an image's would be)
+    env = {k: v for k, v in os.environ.items() if k.startswith(("SSL_", "UV_", "PIP_INDEX", "PIP_CERT"))}
+    cache = subprocess.run([sys.executable, "-m", "uv", "cache", "dir"], capture_output=True, text=True)
+    env.setdefault("UV_CACHE_DIR", cache.stdout.strip())
+    assert_suite_passes(run_setup(pytest_args=SWE_ENVS_SUITE, docker=True, install="open", env=env))

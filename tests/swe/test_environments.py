@@ -21,7 +21,7 @@ from toolgym.envs.swe_tasks import TaskRefused
 from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, plan
 from toolgym.swe.interpreters import NoInterpreter, choose_python
 from toolgym.testing.scripted import script_texts
-from toolgym.testing.swe_layouts import LAYOUTS, layout_row
+from toolgym.testing.swe_layouts import LAYOUTS, layout_row, open_to_sandbox
 
 PYTEST_PIN = f"pytest=={pytest.__version__}"
 MINE = sys.version_info[:2]
@@ -31,7 +31,7 @@ MINE = sys.version_info[:2]
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The four layouts' rows and environments (one build each); the src layout asks for a Python older
     than any the build may use (TOOLGYM_SWE_PYTHONS lists only this one): the nearest newer is taken."""
-    root = tmp_path_factory.mktemp("swe-envs")
+    root = open_to_sandbox(tmp_path_factory.mktemp("swe-envs"))
     older = f"{MINE[0]}.{MINE[1] - 1}"
     rows = [
         layout_row(root / "repos", layout, python=older if layout == "src" else None, pytest_pin=PYTEST_PIN)
@@ -181,16 +181,16 @@ def test_two_processes_building_the_same_environment_build_it_once(built, tmp_pa
 
 def test_validate_runs_every_row_and_its_results_are_what_swe_v0_reads(built):
     root = built["root"]
-    toolgym_cli = Path(sys.executable).parent / "toolgym"
+    toolgym_cli = [sys.executable, "-m", "toolgym.cli"]  # (a setup's venv may have no console script)
     out = subprocess.run(
-        [str(toolgym_cli), "swe", "envs", "build", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
+        [*toolgym_cli, "swe", "envs", "build", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
          "--out", str(root / "envs")],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("reused") == 4 and "4 of 4 environment(s) ready" in out.stdout
     out = subprocess.run(
-        [str(toolgym_cli), "swe", "validate", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
+        [*toolgym_cli, "swe", "validate", str(root / "rows.jsonl"), "--repos", str(root / "repos"),
          "--envs", str(root / "envs"), "--out", str(root / "validation.jsonl")],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip

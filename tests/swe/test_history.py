@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -17,12 +16,12 @@ from toolgym.swe.environments import EnvironmentStore
 from toolgym.swe.history import mine_history
 from toolgym.testing.judge_server import scripted_judge
 from toolgym.testing.scripted import script_texts
-from toolgym.testing.swe_layouts import TALLY_FIXES, history_repo
+from toolgym.testing.swe_layouts import TALLY_FIXES, history_repo, open_to_sandbox
 
 
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    root = tmp_path_factory.mktemp("history")
+    root = open_to_sandbox(tmp_path_factory.mktemp("history"))
     source = history_repo(root / "tally")
     report = mine_history(source, root / "rows.jsonl", root / "repos", envs=root / "envs")
     return {"root": root, "source": source, "report": report}
@@ -78,9 +77,9 @@ def test_a_writer_endpoint_rewrites_the_statement_as_an_issue(mined, tmp_path):
 
 
 def test_the_command_mines_history_and_names_what_it_wrote(mined, tmp_path):
-    toolgym_cli = Path(sys.executable).parent / "toolgym"
+    toolgym_cli = [sys.executable, "-m", "toolgym.cli"]  # (a setup's venv may have no console script)
     out = subprocess.run(
-        [str(toolgym_cli), "swe", "mine", str(mined["source"]), "--history", "--out",
+        [*toolgym_cli, "swe", "mine", str(mined["source"]), "--history", "--out",
          str(tmp_path / "rows.jsonl"), "--repos", str(mined["root"] / "repos"), "--envs",
          str(mined["root"] / "envs"), "--max-tasks", "2"],
         capture_output=True, text=True, timeout=600,

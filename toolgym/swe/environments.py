@@ -160,10 +160,16 @@ class _Log:
 
 
 def uv_binary() -> str:
-    """uv: the one beside this interpreter (toolgym's install has it), else on PATH."""
+    """uv: the one beside this interpreter (toolgym's install has it), else the uv package's, else on PATH."""
     here = Path(sys.executable).parent / "uv"
     if here.is_file():
         return str(here)
+    try:  # the uv package knows where its binary went (a venv made from another, a --user install)
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        pass
     found = shutil.which("uv")
     if found is None:
         raise BuildFailed("venv", "uv is not installed (pip install uv)")

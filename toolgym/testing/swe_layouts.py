@@ -84,6 +84,20 @@ def _files(layout: str) -> tuple[dict[str, str], dict[str, str], str, str]:
     raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
 
 
+def open_to_sandbox(path: str | Path) -> Path:
+    """Let every uid traverse ``path`` and the directories above it (pytest makes its temporary directories
+    0700): where the sandbox has no read-only view, its children run an environment's interpreter as their
+    own uid, so the environments' directory must be reachable (docs/envs/swe-datasets.md)."""
+    path = Path(path).absolute()
+    for folder in [path, *path.parents]:
+        if folder == Path(folder.anchor):
+            break
+        mode = folder.stat().st_mode
+        if not mode & 0o001:
+            folder.chmod(mode | 0o011)
+    return path
+
+
 def layout_row(
     store: str | Path, layout: str, python: str | None = None, pytest_pin: str = "pytest"
 ) -> dict[str, Any]:
