@@ -6,8 +6,8 @@ idea), without containers.
    ``testing``/``dev`` extra, plus pytest), and is built once at ``HEAD`` into ``--envs`` (the manifest says
    the recipe was inferred). Each row names that environment (``environment_setup_commit``,
    ``install_config``), so ``toolgym swe envs build`` on the rows finds it built.
-2. Commits on the first-parent line, newest first (``--max-commits``), that change both source files and
-   test files are candidates: ``patch`` is the source diff, ``test_patch`` the test diff, ``base_commit`` the
+2. Commits reachable from ``HEAD``, newest first (``--max-commits``; merges left out), that change both
+   source files and test files are candidates: ``patch`` is the source diff, ``test_patch`` the test diff, ``base_commit`` the
    parent.
 3. The changed test files run twice in the sandbox, with the environment's interpreter: at the parent with the
    commit's tests, and at the commit. A test that passes at the commit and not at the parent is
@@ -49,9 +49,10 @@ WRITER_PROMPT = (
 
 
 def candidates(clone: Path, max_commits: int) -> list[dict[str, Any]]:
-    """Commits on the first-parent line (newest first) that change source files and test files."""
+    """Commits reachable from ``HEAD`` (newest first; merges left out, the fixes they bring are their own
+    commits) that change source files and test files."""
     out = []
-    listed = git(["rev-list", "--first-parent", "--no-merges", f"--max-count={max_commits}", "HEAD"], clone)
+    listed = git(["rev-list", "--no-merges", f"--max-count={max_commits}", "HEAD"], clone)
     for commit in listed.split():
         parents = git(["rev-list", "--parents", "-n", "1", commit], clone).split()[1:]
         if len(parents) != 1:
