@@ -7,8 +7,8 @@ idea), without containers.
    the recipe was inferred). Each row names that environment (``environment_setup_commit``,
    ``install_config``), so ``toolgym swe envs build`` on the rows finds it built.
 2. Commits reachable from ``HEAD``, newest first (``--max-commits``; merges left out), that change both
-   source files and test files are candidates: ``patch`` is the source diff, ``test_patch`` the test diff, ``base_commit`` the
-   parent.
+   source files and test files are candidates: ``patch`` is the source diff, ``test_patch`` the test
+   diff, ``base_commit`` the parent.
 3. The changed test files run twice in the sandbox, with the environment's interpreter: at the parent with the
    commit's tests, and at the commit. A test that passes at the commit and not at the parent is
    ``FAIL_TO_PASS``; one that passes at both is ``PASS_TO_PASS``. A commit with no ``FAIL_TO_PASS`` test is
