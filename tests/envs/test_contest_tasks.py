@@ -16,6 +16,7 @@ from toolgym.envs.code_tasks import code_tasks
 from toolgym.rewards.code import CodeTestsVerifier
 from toolgym.rewards.code.io_tests import outputs_match
 from toolgym.rewards.compute_score import compute_score
+from toolgym.sandbox import LocalSandbox, local
 
 STDIN = {
     "honest": "a, b = map(int, input().split())\nprint(a + b)\n",
@@ -159,6 +160,27 @@ def test_a_one_row_file_of_each_layout_judges_programs(tmp_path, verifier, layou
         if name == "hanging":  # each test ended at its own limit, not at the verification's total budget
             reasons = [f["reason"] for f in verdict.details["failures"]]
             assert len(reasons) == 2 and all("timeout" in r or "timed out" in r for r in reasons), reasons
+
+
+@pytest.fixture
+def slow_setup_sandbox(monkeypatch):
+    """A sandbox whose every child takes 1.5 s to set up: a loaded CI runner, and more than a test's 1 s."""
+    monkeypatch.setattr(local, "_SETUP_DELAY_S", 1.5)
+    with LocalSandbox(workers=2) as box:
+        yield box
+
+
+@pytest.mark.parametrize("layout", ["codecontests", "apps-call"])
+def test_a_tests_limit_is_the_programs_time_not_the_sandbox_setup(tmp_path, slow_setup_sandbox, layout):
+    row, programs = ROWS[layout]
+    task = code_tasks(write(tmp_path, row)).task_at(0)
+    verifier = CodeTestsVerifier(sandbox=slow_setup_sandbox, timeout=1.0, total_timeout=20.0)
+    honest = verifier.verify(task, programs["honest"])
+    assert honest.error is None and honest.reward == 1.0, honest
+    hanging = verifier.verify(task, programs["hanging"])  # past its limit: still a time-out, nothing else
+    assert hanging.error is None and hanging.reward == 0.0, hanging
+    reasons = [f["reason"] for f in hanging.details["failures"]]
+    assert len(reasons) == 2 and all(r.startswith(("timeout", "timed out")) for r in reasons), reasons
 
 
 def test_parquet_and_a_forced_style(tmp_path, verifier):

@@ -209,6 +209,30 @@ def test_timeouts_are_per_test(sb):
     assert report.outcomes[1].reason == "timed out after 0.5 s"
 
 
+# appended to the harness's source: every worker takes 1 s to fork (a loaded machine), twice a test's limit
+SLOW_SPAWN = """
+_fast_spawn = Harness._spawn
+def _slow_spawn(self, *args):
+    time.sleep(1.0)
+    return _fast_spawn(self, *args)
+Harness._spawn = _slow_spawn
+"""
+
+
+def test_a_tests_clock_starts_when_its_solution_process_exists(sb, monkeypatch):
+    from toolgym.rewards.code import runner
+
+    monkeypatch.setattr(runner, "_HARNESS_SOURCE", runner._HARNESS_SOURCE + SLOW_SPAWN)
+    fast = run_code_tests("def add(a, b):\n    return a + b\n", ADD_TESTS[:2], sandbox=sb, timeout=0.5)
+    assert fast.all_passed, fast  # the slow start is not the solution's time
+    loops = "def add(a, b):\n    while a < 0:\n        pass\n    return a + b\n"
+    report = run_code_tests(loops, ADD_TESTS[:2], sandbox=sb, timeout=0.5)
+    assert [o.passed for o in report.outcomes] == [True, False] and report.infra_error is None
+    assert report.outcomes[1].reason == "timed out after 0.5 s"  # a solution past its limit still times out
+    slow_load = run_code_tests("while True:\n    pass\n", ADD_TESTS[:1], sandbox=sb, timeout=0.5)
+    assert slow_load.outcomes[0].reason == "timed out after 0.5 s"  # its top-level code is on the clock
+
+
 def test_async_batch(sb):
     async def main():
         codes = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"] * 6

@@ -8,7 +8,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from toolgym.sandbox import STATUSES, ExecResult, Limits, get_sandbox
+from toolgym.sandbox import STATUSES, ExecResult, Limits, get_sandbox, local
 from toolgym.sandbox.fsview import exposed_paths, under_tmp
 
 
@@ -126,6 +126,17 @@ def test_timeout_from_limits(sb):
     res = sb.run("while True: pass", limits=sb.limits.model_copy(update={"timeout_s": 0.3}))
     assert res.status == "timeout" and res.detail.startswith("wall-clock limit of 0.3 s exceeded")
     assert res.wall_s >= 0.3
+
+
+def test_the_wall_clock_starts_when_the_program_starts(make_sandbox, monkeypatch):
+    # every child of this sandbox takes 1 s to set up (a loaded machine), twice the runs' limit
+    monkeypatch.setattr(local, "_SETUP_DELAY_S", 1.0)
+    slow = make_sandbox(workers=1)
+    fast = slow.run("print('hi')", timeout=0.5)
+    assert fast.status == "ok" and fast.stdout == "hi\n", fast  # the setup is not the program's time
+    assert fast.wall_s >= 1.0  # (but it did take place, within this run)
+    loop = slow.run("while True: pass", timeout=0.5)
+    assert loop.status == "timeout" and loop.detail.startswith("wall-clock limit of 0.5 s exceeded")
 
 
 def test_cpu_limit_is_reported_as_timeout(sb):

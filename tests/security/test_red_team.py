@@ -767,6 +767,23 @@ def test_forged_status_messages_only_affect_the_program_itself(sb):
     assert res.status == "ok" and res.stdout == "forged\n"  # not sandbox_error, not memory
 
 
+def test_a_forged_ready_frame_does_not_move_the_programs_clock(sb):
+    # the wall clock starts at the sandbox's own "ready" frame (written before any line of the program);
+    # a program that claims a later start, then idles (no CPU limit can end it), still ends at its limit
+    res = run(
+        sb,
+        """
+        import os, json, struct, time
+        data = json.dumps({'ready': True, 't': time.monotonic() + 1000}).encode()
+        os.write(3, struct.pack('>I', len(data)) + data)
+        while True:
+            time.sleep(0.05)
+        """,
+        timeout=1,
+    )
+    assert res.status == "timeout" and res.detail.startswith("wall-clock limit of 1 s exceeded"), res
+
+
 def test_no_channel_to_the_fork_server(sb):
     res = run(sb, "import os\nprint(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))")
     assert res.stdout in ("[0, 1, 2, 3]\n", "[0, 1, 2, 3, 4]\n")  # 4: the listdir fd itself

@@ -22,6 +22,7 @@ import os
 import resource
 import signal
 import sys
+import time
 import traceback
 import types
 from typing import TYPE_CHECKING
@@ -236,7 +237,8 @@ def child_main(  # pragma: no cover - runs in the child
     ``buffer[:size]`` is the request payload the server received but never parsed: it is parsed here and
     this copy wiped at once. ``fds`` are the child's ends of its stdout/stderr pipes and its status (run) or
     control (session) channel; ``lifeline_r`` is the read end of the pipe whose hang-up means the fork server
-    is gone. Setup failures are reported as a ``setup_error`` status frame and exit ``SETUP_FAILED_EXIT``.
+    is gone. Setup failures are reported as a ``setup_error`` status frame and exit ``SETUP_FAILED_EXIT``;
+    a finished setup as ``{"ready": true, "t": <time.monotonic()>}``, the time a run's timeout counts from.
     """
     code = SETUP_FAILED_EXIT
     try:
@@ -270,10 +272,13 @@ def child_main(  # pragma: no cover - runs in the child
             os.close(lifeline)
             prepare_interpreter(cwd, payload.get("files"))
             lock_down(plan)
+            if header.get("setup_delay_s"):  # tests only: a slow machine's setup (ForkServer.setup_delay_s)
+                time.sleep(header["setup_delay_s"])
         except BaseException as exc:
             write_status({"setup_error": f"{type(exc).__name__}: {exc}"})
             _hard_exit(code)
-        write_status({"ready": True})
+        # the end of the setup, and when the program's clock starts (the fork server's wall clock of a run)
+        write_status({"ready": True, "t": time.monotonic()})
         if kind == "session":
             session_loop()
         else:

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from toolgym.sandbox.server_plan import ServerPlan
 
 SANDBOX_HOME = "/tmp"  # cwd, HOME and TMPDIR of sandboxed code (a private tmpfs with fs_view)
+#: how long a child's setup (fork, isolation layers, a fresh interpreter state) may take before its program
+#: starts. A run's ``timeout`` is the program's own time: it starts when the setup is done, so a slow or
+#: loaded machine does not eat into it. A setup that takes longer than this is a ``sandbox_error``.
+SETUP_TIMEOUT_S = 30.0
 NOBODY = 65534
 _CAP_SETUID = 7
 _CAP_SYS_ADMIN = 21

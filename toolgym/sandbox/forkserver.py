@@ -7,6 +7,10 @@ modules, and then loops: receive a request, fork a child into fresh namespaces, 
 caps), SIGKILL its pid namespace when needed, reap it, reply. The server stays single-threaded because forking
 a threaded process is unsafe and ``unshare`` refuses threaded callers.
 
+A run's wall clock starts when its program starts: the child reports the end of its setup (fork, isolation
+layers) in its first status frame, and the setup has a bound of its own (``SETUP_TIMEOUT_S``), so a slow or
+loaded machine does not eat into a short limit.
+
 Runs are enforced here, not in the (possibly busy) training process. Session children are forked here too,
 but their control channel, output pipes and a pidfd are handed to the parent, which drives them directly.
 
@@ -34,6 +38,7 @@ import errno
 import gc
 import importlib
 import json
+import math
 import os
 import select
 import shutil
@@ -45,7 +50,7 @@ import time
 from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import child as childmod
 from toolgym.sandbox import isolation as iso
-from toolgym.sandbox.child_setup import SANDBOX_HOME, make_private_dir
+from toolgym.sandbox.child_setup import SANDBOX_HOME, SETUP_TIMEOUT_S, make_private_dir
 from toolgym.sandbox.processes import (
     MEMORY_CHECK_S,
     dir_usage,
@@ -68,7 +73,6 @@ from toolgym.sandbox.run_status import classify_run
 
 _READ_CHUNK = 1 << 16
 _STATUS_CAP = 1 << 16
-_SESSION_SETUP_TIMEOUT = 30.0
 _SESSION_MEMORY_CHECK_S = 0.25
 
 
@@ -98,6 +102,8 @@ class ForkServer:
             config.get("links") or None,
         )
         self.preloaded, self.preload_failed = self._preload(config["preload"])
+        # tests only: every child sleeps this long at the end of its setup (a slow, loaded machine)
+        self.setup_delay_s = float(config.get("setup_delay_s") or 0.0)
         childmod.prepare_server_interpreter(SANDBOX_HOME)
         threads = len(os.listdir("/proc/self/task"))
         if threads != 1:
@@ -212,6 +218,8 @@ class ForkServer:
         """
         plan = self.plan
         self.forks += 1
+        if self.setup_delay_s:
+            header["setup_delay_s"] = self.setup_delay_s
         if self.forks % 64 == 0:  # what the server itself left as cyclic garbage since the last freeze
             gc.collect()
         gc.freeze()  # keep the collector from touching (and so copying) every inherited object in the child
@@ -309,7 +317,11 @@ class ForkServer:
         host_tmp: str | None = None,
     ) -> dict:
         """Pump output, enforce the wall clock, memory, disk (``host_tmp``: a run dir on the host's disk,
-        where no private tmpfs bounds it) and output limits, reap, classify."""
+        where no private tmpfs bounds it) and output limits, reap, classify.
+
+        The wall clock of ``timeout`` starts when the program starts (the time in the child's ``ready``
+        frame, its last act before the program's first line); until then the setup has ``SETUP_TIMEOUT_S``.
+        """
         pidfd = os.pidfd_open(pid)
         streams = {fds["out"]: out, fds["err"]: err}
         status_reader: FrameReader = FrameReader()
@@ -319,7 +331,8 @@ class ForkServer:
         poller = select.poll()
         for fd in (*streams, fds["ctl"], pidfd, self.sock.fileno()):
             poller.register(fd, select.POLLIN)
-        deadline = t0 + timeout
+        deadline = t0 + SETUP_TIMEOUT_S  # until the program starts; then its start + timeout
+        started = False
         reason = None
         exited = False
         open_fds = {*streams, fds["ctl"]}
@@ -331,7 +344,7 @@ class ForkServer:
                 now = time.monotonic()
                 remaining = deadline - now
                 if remaining <= 0:
-                    reason = "timeout"
+                    reason = "timeout" if started else "setup_timeout"
                     break
                 if now >= next_memory_check:  # only programs that run a while pay for this
                     next_memory_check = now + MEMORY_CHECK_S
@@ -364,6 +377,10 @@ class ForkServer:
                         elif status_bytes < _STATUS_CAP:
                             status_bytes += n
                             status_frames += status_reader.feed(chunk[:n])
+                            if not started and status_frames:
+                                start = _program_start(status_frames[0], t0, time.monotonic())
+                                if start is not None:
+                                    started, deadline = True, start + timeout
             if reason:
                 os.kill(pid, signal.SIGKILL)
             _, wait_status, usage = os.wait4(pid, 0)
@@ -449,7 +466,7 @@ class ForkServer:
     @staticmethod
     def _await_session_ready(ctl: int, pidfd: int) -> tuple[bool, str]:
         reader = FrameReader()
-        deadline = time.monotonic() + _SESSION_SETUP_TIMEOUT
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
         poller = select.poll()
         poller.register(ctl, select.POLLIN)
         poller.register(pidfd, select.POLLIN)
@@ -467,6 +484,22 @@ class ForkServer:
                         return True, ""
                     return False, str(first.get("setup_error"))
         return False, "setup timed out"
+
+
+def _program_start(first_frame: bytes, t0: float, now: float) -> float | None:
+    """When the program of a run started: the monotonic time its child's first status frame (written by the
+    sandbox's own code, before any line of the program, so trusted) reports as the end of its setup, kept
+    within [fork, now]; None when that frame is no ``ready`` report (a setup that failed)."""
+    try:
+        report = json.loads(first_frame)
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or report.get("ready") is not True:
+        return None
+    at = report.get("t")
+    if type(at) is not float or not math.isfinite(at):
+        return now
+    return min(max(at, t0), now)
 
 
 def _rmtree_forcefully(path: str) -> None:

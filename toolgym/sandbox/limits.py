@@ -18,6 +18,9 @@ class Limits(BaseModel):
     """Resource limits (immutable; use ``limits.model_copy(update={...})`` to derive variants).
 
     ``timeout_s`` is wall-clock time, enforced by the fork server with SIGKILL of the whole process tree.
+    It is the program's own time: it starts when the program starts, after the child's setup (fork,
+    isolation layers), which has a bound of its own (``child_setup.SETUP_TIMEOUT_S``, a ``sandbox_error``
+    past it), so a slow or loaded machine does not eat into a short limit. For a session: each call's.
     ``cpu_s`` is ``RLIMIT_CPU`` (per process; for a session it is the budget of the whole session, since the
     interpreter is one long-lived process). ``memory_bytes`` bounds each process (``RLIMIT_AS``: the
     interpreter and preloaded modules count, about 30 MB, 100 MB with numpy, so stay above ~256 MiB) and the

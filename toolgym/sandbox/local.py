@@ -38,6 +38,7 @@ from toolgym.sandbox.capacity import (
     Reservation,
     SessionSlots,
 )
+from toolgym.sandbox.child_setup import SETUP_TIMEOUT_S
 from toolgym.sandbox.client import ServerDied, ServerHandle
 from toolgym.sandbox.fsview import check_links
 from toolgym.sandbox.isolation import LAYERS
@@ -98,7 +99,11 @@ UID_BASE = 1_900_000_000  # sandbox uids (root only): far above any real or cont
 UID_PER_SERVER = MAX_SESSIONS + 64
 UID_CELL = 4096  # a sandbox's uid range starts on a multiple of this, at random (two sandboxes rarely meet)
 _START_TIMEOUT = 120.0
-_REPLY_GRACE = 10.0  # beyond the run's own timeout, for setup, teardown and draining
+# beyond the run's own timeout (the program's time) and its setup's bound, for teardown and draining
+_REPLY_GRACE = 10.0
+#: tests only: every child of a sandbox made while this is set sleeps this long at the end of its setup,
+#: before its program starts (what a slow, loaded machine does to a run; its timeout must not count it)
+_SETUP_DELAY_S = 0.0
 
 _warned: set[tuple[str, ...]] = set()
 _warn_lock = threading.Lock()
@@ -176,6 +181,7 @@ class LocalSandbox(Sandbox):
                     "extra_paths": list(extra_paths),
                     "links": check_links(links or {}),
                     "probe_limits": probe_limits,
+                    "setup_delay_s": _SETUP_DELAY_S,
                 },
             )
             for i in range(workers)
@@ -318,7 +324,7 @@ class LocalSandbox(Sandbox):
         payload = {"code": code, "stdin": stdin, "files": files}
         try:
             with self._server() as server:
-                reply = server.run(header, payload, timeout=wall + _REPLY_GRACE)
+                reply = server.run(header, payload, timeout=wall + SETUP_TIMEOUT_S + _REPLY_GRACE)
         except ServerDied as exc:
             return self._sandbox_error(str(exc))
         return ExecResult(**reply, isolation=self._report)

@@ -14,6 +14,8 @@ import os
 import signal
 from typing import Any
 
+from toolgym.sandbox.child_setup import SETUP_TIMEOUT_S
+
 
 def classify_run(
     wait_status: int,
@@ -27,7 +29,8 @@ def classify_run(
     """The reply for one finished run: its status, detail, exit code or signal, and resource use.
 
     ``wait_status``/``usage`` come from ``os.wait4``; ``reason`` is why the server stopped the run itself
-    (``timeout``, ``memory``, ``disk``, ``output_limit``) or None; ``frames`` are the child's status
+    (``timeout``: the program ran past ``timeout``; ``setup_timeout``: the child's setup past
+    ``SETUP_TIMEOUT_S``; ``memory``, ``disk``, ``output_limit``) or None; ``frames`` are the child's status
     frames: first its setup report, then (if it raised) the name of the uncaught exception.
     """
     result = {
@@ -51,8 +54,8 @@ def classify_run(
         result["exit_code"] = os.WEXITSTATUS(wait_status)
     if not isinstance(first, dict) or not first.get("ready"):
         why = first.get("setup_error") if isinstance(first, dict) else None
-        if reason == "timeout":
-            why = "setup did not finish before the timeout"
+        if reason == "setup_timeout":
+            why = f"setup did not finish within {SETUP_TIMEOUT_S:g} s"
         result.update(status="sandbox_error", detail=f"sandbox setup failed: {why or wait_status}")
         return result
     exc = next((p.get("exc") for p in parsed[1:] if isinstance(p, dict) and p.get("exc")), None)

@@ -40,6 +40,9 @@ MAX_FRAME = 1 << 25  # one reply (a returned value) may be up to 32 MiB of JSON
 MAX_DEPTH = 100  # nesting of a returned value
 MAX_INT_HEX = 1 << 16  # hex digits of a returned int (~80,000 decimal digits)
 _PR_SET_DUMPABLE = 4
+#: how long the zygote may take to fork a test's worker. That is setup, not the solution's time: a test's own
+#: clock starts once its worker exists, so a slow machine does not eat into a short per-test limit.
+SPAWN_TIMEOUT = 10.0
 _REASON_CHARS = 300
 # Exceptions a solution raises are re-raised in the driver as the builtin class of the same name, so tests
 # that expect a ValueError still work, except these, which would change the *test's* control flow
@@ -415,13 +418,14 @@ class Harness:
 
     # -- one worker per test
 
-    def _spawn(self, deadline):
-        self.zsock.settimeout(max(deadline - time.monotonic(), 0.001))
+    def _spawn(self):
+        """A fresh worker from the zygote (pid, socket), within ``SPAWN_TIMEOUT``: not on the test's clock."""
+        self.zsock.settimeout(SPAWN_TIMEOUT)
         try:
             self.zsock.send(b"spawn")
             msg, fds, _, _ = socket.recv_fds(self.zsock, 64, 1)
         except TimeoutError:
-            raise _TestTimeout() from None
+            raise SolutionGone(f"could not start the solution's process within {SPAWN_TIMEOUT:g} s") from None
         except OSError as exc:
             raise SolutionGone(f"could not start the solution's process ({exc})") from None
         if len(msg) != 8 or len(fds) != 1:
@@ -440,20 +444,26 @@ class Harness:
             sock.close()
 
     def _run_one(self, test, base, timeout):
-        """(passed, reason) of one test."""
-        deadline = time.monotonic() + timeout
-        armed = [True]
+        """(passed, reason) of one test.
+
+        The test's ``timeout`` is the solution's time: its clock starts once the worker exists (compiling
+        the test and forking the worker come first, outside it) and covers the solution's load (its top-level
+        code) and every call. The driver's own timer and deadline enforce it; the worker cannot touch them.
+        """
+        armed = [False]
 
         def on_alarm(signum, frame):
             if armed[0]:
                 raise _TestTimeout()
 
         signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
         worker = None
         try:
             code = compile(test["src"], "<test>", "exec")
-            worker = self._spawn(deadline)
+            worker = self._spawn()
+            deadline = time.monotonic() + timeout  # the solution's clock starts here
+            armed[0] = True
+            signal.setitimer(signal.ITIMER_REAL, timeout)
             hello = recv_frame(worker[1], deadline)
             if type(hello) is not dict or hello.get("ready") is not True:
                 error = hello.get("error") if type(hello) is dict else None

@@ -2,7 +2,9 @@
 
 This is how contest data (APPS, TACO, CodeContests, LiveCodeBench, DeepCoder, PrimeIntellect) is judged.
 Each test runs the submission as a fresh program in its own sandbox child (every isolation layer, a
-per-test wall clock, CPU and memory limit), and its output is compared here, in the verifier's process:
+per-test wall clock, CPU and memory limit). The wall clock starts when the program starts, after the
+child's setup (the fork server's clock, see ``toolgym.sandbox.limits.Limits``), so ``timeout`` is the
+program's own time on a slow or loaded runner too. Its output is compared here, in the verifier's process:
 the expected output never enters the sandbox, so printing it requires computing it, and nothing the
 program does (exiting early, printing a verdict, reading files) can change how it is judged.
 
@@ -152,8 +154,9 @@ def run_io_tests(
 ) -> CodeTestReport:
     """Run ``solution`` once per test (stdin = the test's input) on the sandbox's workers, in test order.
 
-    ``stop_at_first_failure``: the rest are not run once one fails (an all-or-nothing reward needs no
-    more). Tests not started within ``total_timeout`` fail as "not run: total budget".
+    ``timeout`` (wall clock, and CPU) is each test's: passed down to the sandbox run, whose clock starts when
+    the program starts. ``stop_at_first_failure``: the rest are not run once one fails (an all-or-nothing
+    reward needs no more). Tests not started within ``total_timeout`` fail as "not run: total budget".
     """
     sb = _sandbox(sandbox)
     limits = _limits(sb, tests, timeout, memory_bytes)

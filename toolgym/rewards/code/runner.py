@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolgym.rewards.code.harness import SPAWN_TIMEOUT
 from toolgym.rewards.code.plan import plan_test, setup_names
 
 DEFAULT_TEST_TIMEOUT = 3.0
@@ -95,8 +96,11 @@ class _Job:
             "total_timeout": float(total_timeout),
         }
         self.run = f"_toolgym_harness.run({spec!r})\n"
-        # per test: spawn + load + calls within `timeout`, and a little for reporting
-        self.run_timeout = min(total_timeout, self.n * (timeout + 0.5)) + _SLACK
+        # The driver enforces each test's `timeout` itself, from the moment its worker exists (load + calls);
+        # this outer bound only ends a driver that hangs. Per test: the worker's start (SPAWN_TIMEOUT at most,
+        # outside the test's clock), the test, a little for reporting; no test starts after `total_timeout`.
+        per_test = timeout + SPAWN_TIMEOUT + 0.5
+        self.run_timeout = min(total_timeout + per_test, self.n * per_test) + _SLACK
 
     def report(self, res: Any) -> CodeTestReport:
         if res.session_reset:

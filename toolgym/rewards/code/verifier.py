@@ -52,7 +52,10 @@ and each worker. Names a test uses only as ``name.attr`` that are importable mod
 imported by the driver, never taken from the solution.
 
 Semantics and limits: each test runs on a fresh import of the solution (top-level code runs once per test,
-within that test's timeout). Arguments and results cross the process boundary as plain data, by value: a
+within that test's timeout). A test's timeout is the solution's time: the driver starts its clock once the
+test's worker exists (the fork is setup, bounded on its own by ``harness.SPAWN_TIMEOUT``), and a
+stdin/stdout test's clock starts when its program starts (``toolgym.rewards.code.io_tests``); a solution
+past its limit fails as timed out. Arguments and results cross the process boundary as plain data, by value: a
 test that passes a lambda or a custom object *built by the test* to the solution fails; objects the
 solution builds (``Pair(1, 2)``) travel as handles; a solution mutating its argument is not seen by the
 test (in-process harnesses let ``assert f(xs) == xs[::-1]`` be passed by emptying ``xs``).
