@@ -17,6 +17,7 @@ returns the row, its recipe in ``install_config`` (SWE-rebench's schema). Layout
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,54 @@ def history_repo(path: str | Path) -> Path:
     )
     _git(repo, "commit", "-qam", "clamp: a comment and one more test")
     return repo
+
+
+def long_history_row(store: str | Path, commits: int = 3000, files: int = 600) -> dict[str, Any]:
+    """A real-size repository, ``acme__history``: ``commits`` commits over a package of ``files`` modules
+    (each rewriting one module, written with ``git fast-import``), then a buggy commit, then its fix; its row
+    is the bug, on the base commit right after those ``commits``. For the benchmark of a reset on a long
+    history."""
+    repo = Path(store) / "acme__history"
+    repo.mkdir(parents=True, exist_ok=True)
+    _git(repo, "init", "-q")
+    stream = []
+    for c in range(commits):
+        message = f"change {c}\n"
+        stream.append(
+            f"commit refs/heads/main\ncommitter dev <dev@example.com> {1600000000 + c * 3600} +0000\n"
+        )
+        stream.append(f"data {len(message.encode())}\n{message}")
+        changed = range(files) if c == 0 else [(c * 7) % files]
+        for f in changed:
+            body = f'"""Module {f}, revision {c}."""\n\n\ndef value_{f}():\n    return {f}\n'
+            stream.append(f"M 100644 inline pkg/mod{f}.py\ndata {len(body.encode())}\n{body}")
+        if c == 0:
+            stream.append("M 100644 inline pkg/__init__.py\ndata 0\n")
+        stream.append("\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input="".join(stream).encode(), check=True)
+    _git(repo, "checkout", "-q", "main")
+    write = lambda rel, text: (repo / rel).write_text(text)  # noqa: E731
+    (repo / "tests").mkdir(exist_ok=True)
+    write("pyproject.toml", PYPROJECT_SETUPTOOLS + '\n[project]\nname = "pkg"\nversion = "1.0"\n')
+    write("pkg/area.py", AREA.replace("w * h", "w + h"))
+    old_tests = "from pkg.area import rectangle, square\n\n\ndef test_square():\n    assert square(3) == 9\n"
+    write("tests/test_area.py", old_tests)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "area: rectangles and squares")
+    buggy = _git(repo, "rev-parse", "HEAD")
+    write("pkg/area.py", AREA)
+    patch = _git(repo, "diff")
+    write("tests/test_area.py", old_tests + "\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n")
+    test_patch = _git(repo, "diff", "--", "tests/test_area.py")
+    _git(repo, "commit", "-qam", "area: fix rectangle")
+    return {
+        "instance_id": "acme__history-1",
+        "repo": "acme/history",
+        "base_commit": buggy,
+        "patch": patch + "\n",
+        "test_patch": test_patch + "\n",
+        "problem_statement": "rectangle(2, 5) should be 10.",
+        "FAIL_TO_PASS": ["tests/test_area.py::test_rectangle"],
+        "PASS_TO_PASS": ["tests/test_area.py::test_square"],
+        "install_config": {"pip_packages": ["pytest"], "install": "python -m pip install -e ."},
+    }
