@@ -278,9 +278,11 @@ def run_tests(
         "trace": trace,
         "memory": JUDGE_LIMITS.memory_bytes - 512 * MiB,  # (the judge's own process and tar keep the rest)
         "id_rule": id_rule,
-        "rebuild": list(rebuild) if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept) else None,
-        "rebuild_timeout": max(timeout / 2, 1.0),
     }
+    built_note = ""
+    if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept):
+        built, built_note = _rebuild(sandbox, archive, kept, rebuild, paths, python, timeout)
+        config["changes"] = kept + built  # the extension modules, as data, over the agent's changes
     sent: dict[str, str | bytes] = {"testbed.tar": archive, "judge.json": json.dumps(config)}
     code = (
         f"{PROCESS_DRIVER}\n{JUDGE_DRIVER}\n_tg_judge({paths[0]!r}, {paths[1]!r}, {python!r}, {RUNNER!r})\n"
@@ -296,7 +298,7 @@ def run_tests(
         return TestRun({}, error=why, ignored=tuple(ignored))
     records = reply["records"]
     outcomes, ready, finished, running = _outcomes(None if tests is None else list(tests), records, id_rule)
-    output = reply["out"][-4000:]
+    output = built_note + reply["out"][-4000:]
     messages = {r["id"]: r["message"] for r in records if r.get("message")}
     covered = {r["covered"]: [tuple(f) for f in r["functions"]] for r in records if "covered" in r}
     if not ready:
@@ -322,6 +324,31 @@ def run_tests(
         unapplied=tuple(reply["unapplied"]),
         matched=matched_ids(tests or [], records, id_rule),
     )
+
+
+def _rebuild(
+    sandbox: Sandbox,
+    archive: bytes,
+    changes: list[list[Any]],
+    rebuild: Sequence[str],
+    paths: tuple[str, str],
+    python: str,
+    timeout: float,
+) -> tuple[list[list[Any]], str]:
+    """The compiled parts rebuilt from the agent's sources in a sandbox child of their own (the build script
+    and the compilers run there, never beside the test runner): the extension modules it made, as change
+    entries, and a line for the output."""
+    config = {"changes": changes, "tests": [], "rebuild": list(rebuild), "timeout": max(timeout / 2, 1.0)}
+    code = f"{PROCESS_DRIVER}\n{JUDGE_DRIVER}\n_tg_build({paths[0]!r}, {paths[1]!r}, {python!r})\n"
+    limits = JUDGE_LIMITS.model_copy(update={"timeout_s": timeout, "cpu_s": timeout})
+    res = sandbox.run(code, files={"testbed.tar": archive, "build.json": json.dumps(config)}, limits=limits)
+    reply = last_json(res.stdout) if res.status == "ok" else None
+    if reply is None:
+        return [], f"[toolgym: the rebuild of the compiled parts failed ({res.status}): {res.detail or ''}]\n"
+    note = f"[toolgym: rebuilt the compiled parts, exit {reply['exit']}, {len(reply['files'])} module(s)]\n"
+    if reply["exit"]:
+        note += reply["out"][-2000:] + "\n"
+    return reply["files"], note
 
 
 def test_sandbox_for(tool: Any) -> Sandbox:

@@ -13,14 +13,12 @@ docstring of ``toolgym.rewards.swe`` says what each step defeats.
 
 # Runs in the judge's fresh child after PROCESS_DRIVER: builds the tree, runs the runner, reads its records.
 JUDGE_DRIVER = r"""
-def _tg_judge(ws, shown, python, runner):
-    import hashlib, hmac, sys as _sys
-    _tg_guard()
-    with open("judge.json") as fh:
-        cfg = _json.load(fh)
-    _os.remove("judge.json")
-    _tg_unpack("testbed.tar", ws)
+def _tg_tree(ws, cfg):
+    # the judged tree: the base commit unpacked, the agent's changes (links last, so none is written
+    # through; one that cannot be made, a file under a path its changes made a link or a link out of the
+    # tree, is left out and listed, never a judge failure), then the task's test files over whatever is there
     import shutil
+    _tg_unpack("testbed.tar", ws)
     real_ws = _os.path.realpath(ws)
     def put(rel, kind, mode, data):
         path = _os.path.join(ws, rel)
@@ -40,9 +38,6 @@ def _tg_judge(ws, shown, python, runner):
         with open(path, "wb") as fh:
             fh.write(_b64.b64decode(data))
         _os.chmod(path, mode & 0o777)
-    # the agent's changes (links last, so none is written through); one that cannot be made (a file under
-    # a path its changes made a link, a link out of the tree) is left out and listed, never a judge failure;
-    # the task's test files go in after them, over whatever is there
     unapplied = []
     for rel, kind, mode, data in sorted(cfg["changes"], key=lambda e: e[1] == "link"):
         try:
@@ -51,6 +46,53 @@ def _tg_judge(ws, shown, python, runner):
             unapplied.append(f"{rel}: {exc.strerror or exc}")
     for rel, kind, mode, data in cfg["tests"]:
         put(rel, kind, mode, data)
+    return unapplied
+
+def _tg_build(ws, shown, python):
+    # a rebuild of the compiled parts in a child of its own (the build runs the repository's build script
+    # and compilers on the agent's sources: nothing of it shares the judge's child, which takes back only
+    # the extension modules it made, as data)
+    _tg_guard()
+    with open("build.json") as fh:
+        cfg = _json.load(fh)
+    _os.remove("build.json")
+    _tg_tree(ws, cfg)
+    shown = _os.path.abspath(shown)
+    def built():
+        found = {}
+        for root, dirs, names in _os.walk(ws):
+            dirs[:] = [d for d in dirs if d not in (".git", "build")]
+            for name in names:
+                if name.endswith((".so", ".pyd")):
+                    path = _os.path.join(root, name)
+                    st = _os.lstat(path)
+                    found[_os.path.relpath(path, ws)] = (st.st_mtime_ns, st.st_size)
+        return found
+    before = built()
+    env = {k: v for k, v in _os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PWD=shown, TOOLGYM_TESTBED=shown)
+    argv = [python if w == "python" else w for w in cfg["rebuild"]]
+    try:
+        done = _sp.run(argv, cwd=shown, env=env, stdin=_sp.DEVNULL, stdout=_sp.PIPE, stderr=_sp.STDOUT,
+                       timeout=cfg["timeout"])
+        code, out = done.returncode, done.stdout.decode("utf-8", "replace")[-3000:]
+    except (OSError, _sp.SubprocessError) as exc:
+        code, out = -1, str(exc)
+    _tg_kill_all()
+    files = []
+    for rel, stamp in sorted(built().items()):
+        if before.get(rel) != stamp:
+            with open(_os.path.join(ws, rel), "rb") as fh:
+                files.append([rel, "file", 0o755, _b64.b64encode(fh.read()).decode()])
+    print(_json.dumps({"exit": code, "out": out, "files": files}))
+
+def _tg_judge(ws, shown, python, runner):
+    import hashlib, hmac, sys as _sys
+    _tg_guard()
+    with open("judge.json") as fh:
+        cfg = _json.load(fh)
+    _os.remove("judge.json")
+    unapplied = _tg_tree(ws, cfg)
     key = _os.urandom(32)
     rep_r, rep_w = _os.pipe()
     out_r, out_w = _os.pipe()
@@ -60,17 +102,6 @@ def _tg_judge(ws, shown, python, runner):
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
            "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
            "id_rule": cfg.get("id_rule", "exact")}
-    rebuilt = ""
-    if cfg.get("rebuild"):  # a compiled source differs from the environment's build: rebuild it in this tree
-        argv = [python if w == "python" else w for w in cfg["rebuild"]]
-        try:
-            done = _sp.run(argv, cwd=shown, env=env, stdin=_sp.DEVNULL, capture_output=True,
-                           timeout=cfg.get("rebuild_timeout", 600))
-            rebuilt = f"[toolgym: rebuilt the compiled parts, exit {done.returncode}]\n"
-            if done.returncode:
-                rebuilt += (done.stdout + done.stderr).decode("utf-8", "replace")[-2000:] + "\n"
-        except (OSError, _sp.SubprocessError) as exc:
-            rebuilt = f"[toolgym: the rebuild of the compiled parts failed: {exc}]\n"
     if python == _sys.executable and "pytest" in _sys.modules:
         # this interpreter (a fork of a server that imported pytest and its plugins) forks the test process:
         # what `python -I` with pytest imported first gives, without starting an interpreter
@@ -137,7 +168,7 @@ def _tg_judge(ws, shown, python, runner):
         else:
             bad += 1
     print(_json.dumps({"records": records, "bad": bad, "exit": code,
-                       "out": rebuilt + out.decode("utf-8", "replace"),
+                       "out": out.decode("utf-8", "replace"),
                        "unapplied": unapplied}))
 
 def _tg_cap_memory(limit):
