@@ -100,7 +100,13 @@ def pytest_make_collect_report(collector):
 
 #: files that start a local Ray instance (directly, or through verl's trainer): one unit, on one worker, so
 #: that they do not all run at once
-RAY_FILES = frozenset({"tests/test_ray.py", "tests/trainers/verl/test_train_cpu.py"})
+RAY_FILES = frozenset(
+    {
+        "tests/test_ray.py",
+        "tests/trainers/verl/test_train_cpu.py",
+        "tests/trainers/verl/test_train_swe_cpu.py",
+    }
+)
 #: the asynchronous verl trainers' runs: a unit of their own beside the Ray unit (local Ray instances
 #: coexist, each on ports of its own), or the Ray worker would hold the suite's longest 10 minutes alone
 RAY_ASYNC_FILES = frozenset({"tests/trainers/verl/test_train_async_cpu.py"})
