@@ -199,3 +199,16 @@ def test_validate_runs_every_row_and_its_results_are_what_swe_v0_reads(built):
     results = [json.loads(line) for line in (root / "validation.jsonl").read_text().splitlines()]
     assert {r["instance_id"] for r in results if r["ok"]} == {r["instance_id"] for r in built["rows"]}
     assert len(list((root / "envs" / "validation").glob("*.json"))) == 4  # the cache SWE-v0's draw reads
+
+
+def test_a_python_the_machine_lacks_is_refused_or_asked_of_uv_when_allowed(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLGYM_SWE_PYTHONS", sys.executable)
+    row = layout_row(tmp_path / "repos", "src", python="3.99", pytest_pin=PYTEST_PIN)
+    (refused,) = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs").values()
+    assert isinstance(refused, BuildFailed) and refused.step == "python"
+    assert f"has {MINE[0]}.{MINE[1]}" in refused.message and "TOOLGYM_SWE_PYTHONS" in refused.message
+    # allowed to download, uv is asked for it (and has no such version: the step says so, with uv's words)
+    (asked,) = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs", download_python=True).values()
+    assert isinstance(asked, BuildFailed) and asked.step == "python"
+    log = asked.log.read_text()
+    assert "python install 3.99" in log and "No download found" in log + asked.message

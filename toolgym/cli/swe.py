@@ -75,6 +75,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="resolve each environment's packages as of its newest row's created_at",
     )
+    build.add_argument(
+        "--download-python",
+        action="store_true",
+        help="where the machine has no Python of a recipe's version nor a newer one, install it with uv "
+        "(uv python install: needs uv's download site)",
+    )
     build.set_defaults(func=cmd_envs_build)
 
     validate = verbs.add_parser(
@@ -220,7 +226,7 @@ def cmd_envs_build(args: argparse.Namespace) -> int:
             lines.append([entry.repo, entry.key, state, python, size, f"{len(entry.rows)} rows"])
 
     results = build_all(plans, args.repos, args.out, jobs=args.jobs, exclude_newer=args.exclude_newer,
-                        progress=progress)  # fmt: skip
+                        download_python=args.download_python, progress=progress)  # fmt: skip
     bar.close()
     print(format_table(["repository", "environment", "build", "python", "size", ""], sorted(lines)))
     failed = [r for r in results.values() if isinstance(r, BuildFailed)]

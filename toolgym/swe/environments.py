@@ -397,6 +397,7 @@ class EnvironmentStore:
         exclude_newer: bool = False,
         pythons: Mapping[tuple[int, int], str] | None = None,
         timeout: float = 1800.0,
+        download_python: bool = False,
     ) -> dict[str, Any]:
         """Build ``entry`` unless it is built (waiting for a build another process holds); returns its
         manifest, or raises ``BuildFailed`` after recording the failure."""
@@ -409,7 +410,9 @@ class EnvironmentStore:
             tmp.mkdir(parents=True)
             log = _Log(tmp / "build.log")
             try:
-                manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, pythons, timeout)
+                found = pythons if pythons is not None else machine_pythons()
+                chosen = self._python(entry, found, download_python, log)
+                manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, chosen, timeout)
             except BuildFailed as exc:
                 log.close()
                 failed_dir = self.root / ".failed"
@@ -436,7 +439,7 @@ class EnvironmentStore:
         tmp: Path,
         log: _Log,
         exclude_newer: bool,
-        pythons: Mapping[tuple[int, int], str] | None,
+        chosen: dict[str, Any],
         timeout: float,
     ) -> dict[str, Any]:
         started = time.monotonic()
@@ -464,10 +467,6 @@ class EnvironmentStore:
             raise BuildFailed("checkout", str(exc), log.path) from None
 
         log.step("python")
-        try:
-            chosen = choose_python(recipe.python, pythons if pythons is not None else machine_pythons())
-        except NoInterpreter as exc:
-            raise BuildFailed("python", str(exc), log.path) from None
         log.fh.write(json.dumps(chosen) + "\n")
 
         log.step("venv")
@@ -614,6 +613,29 @@ class EnvironmentStore:
         git(["checkout", "--quiet", "--detach", entry.commit], src)
         return done
 
+    @staticmethod
+    def _python(
+        entry: EnvPlan, found: Mapping[tuple[int, int], str], download: bool, log: _Log
+    ) -> dict[str, Any]:
+        """The interpreter for the recipe (``choose_python``); with ``download``, one that uv installs (its
+        managed Pythons) when the machine has neither the version asked for nor a newer one."""
+        try:
+            return choose_python(entry.recipe.python, found)
+        except NoInterpreter as exc:
+            if not download or entry.recipe.python is None:
+                raise BuildFailed("python", str(exc), log.path) from None
+        log.step("python download")
+        env = {**os.environ, "UV_PYTHON_DOWNLOADS": "automatic"}
+        log.run("python", [uv_binary(), "python", "install", entry.recipe.python], cwd=log.path.parent,
+                env=env, timeout=1800)  # fmt: skip
+        try:
+            chosen = choose_python(entry.recipe.python, machine_pythons())
+        except NoInterpreter as exc:
+            raise BuildFailed(
+                "python", f"uv installed Python {entry.recipe.python}, and {exc}", log.path
+            ) from None
+        return {**chosen, "reason": f"{chosen['reason']}; downloaded by uv python install"}
+
     def overlay_for(self, key: str, base: str) -> bytes:
         """The compiled parts to lay over ``base``: its own when its compiled sources differ, else the
         environment's."""
@@ -628,6 +650,7 @@ def build_all(
     *,
     jobs: int = 1,
     exclude_newer: bool = False,
+    download_python: bool = False,
     progress: Callable[[EnvPlan, dict[str, Any] | BuildFailed], None] | None = None,
 ) -> dict[str, dict[str, Any] | BuildFailed]:
     """Build every plan (``jobs`` at a time); per key its manifest or its ``BuildFailed``."""
@@ -636,7 +659,14 @@ def build_all(
     results: dict[str, dict[str, Any] | BuildFailed] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {
-            pool.submit(store.build, entry, repos, exclude_newer=exclude_newer, pythons=pythons): entry
+            pool.submit(
+                store.build,
+                entry,
+                repos,
+                exclude_newer=exclude_newer,
+                pythons=pythons,
+                download_python=download_python,
+            ): entry
             for entry in plans.values()
         }
         for future in as_completed(futures):
