@@ -269,15 +269,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
         results = list(pool.map(one, ids))
     bar.close()
     env.close()
+    from toolgym.swe.environments import EnvironmentStore
+
+    store = EnvironmentStore(args.envs)
     rows = []
     for r in results:
         where = r.get("python", "").split("/")[-4:-3]  # ENVS/<key>/venv/bin/python
+        key = where[0] if where else ""
+        python = (store.manifest(key) or {}).get("python", {}) if key else {}
+        used = python.get("used", "")
+        if used and python.get("asked") not in (None, used):
+            used += f" (asked {python['asked']})"
         seconds = f"{r['seconds']:.1f}" if "seconds" in r else ""
         verdict = "valid" if r["ok"] else "refused"
-        rows.append(
-            [r["instance_id"], verdict, where[0] if where else "", seconds, (r["reason"] or "")[:120]]
-        )
-    print(format_table(["row", "verdict", "environment", "seconds", "reason"], rows))
+        rows.append([r["instance_id"], verdict, key, used, seconds, (r["reason"] or "")[:120]])
+        r["python_version"] = used
+    print(format_table(["row", "verdict", "environment", "python", "seconds", "reason"], rows))
     valid = sum(r["ok"] for r in results)
     print(f"{valid} of {len(results)} rows valid here")
     if args.out:
