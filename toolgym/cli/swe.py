@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from toolgym.util.kwargs import positive_int
@@ -103,14 +104,13 @@ def _rows_and_repos(parser: argparse.ArgumentParser, jobs: str) -> None:
     parser.add_argument("--jobs", type=positive_int, default=2, help=f"{jobs} at once (default 2)")
 
 
-def cmd_mine(args: argparse.Namespace) -> int:
-    if args.history:
-        return cmd_mine_history(args)
+def _mining(unit: str, desc: str, run: Callable[[Callable[[int, int, str], None]], Any]) -> Any:
+    """``run(progress)`` with a progress bar; its report, or None after printing why the miner refused."""
     from tqdm import tqdm
 
-    from toolgym.swe.mine import MiningRefused, mine
+    from toolgym.swe.mine import MiningRefused
 
-    bar = tqdm(total=0, unit="function", desc="mining", file=sys.stderr, disable=None)
+    bar = tqdm(total=0, unit=unit, desc=desc, file=sys.stderr, disable=None)
 
     def progress(done: int, total: int, what: str) -> None:
         bar.total = total
@@ -118,7 +118,23 @@ def cmd_mine(args: argparse.Namespace) -> int:
         bar.update(done - bar.n)
 
     try:
-        report = mine(
+        return run(progress)
+    except MiningRefused as exc:
+        print(f"toolgym swe mine: refused: {exc}", file=sys.stderr)
+        return None
+    finally:
+        bar.close()
+
+
+def cmd_mine(args: argparse.Namespace) -> int:
+    if args.history:
+        return cmd_mine_history(args)
+    from toolgym.swe.mine import mine
+
+    report = _mining(
+        "function",
+        "mining",
+        lambda progress: mine(
             args.repo,
             args.out,
             args.repos,
@@ -128,12 +144,10 @@ def cmd_mine(args: argparse.Namespace) -> int:
             python=args.python,
             test_timeout=args.test_timeout,
             progress=progress,
-        )
-    except MiningRefused as exc:
-        bar.close()
-        print(f"toolgym swe mine: refused: {exc}", file=sys.stderr)
+        ),
+    )
+    if report is None:
         return 1
-    bar.close()
     assert report.clone is not None  # mine() always names the store's clone
     print(
         f"{report.repo}: {report.tests} passing tests, {report.functions} functions they call, "
@@ -145,10 +159,7 @@ def cmd_mine(args: argparse.Namespace) -> int:
 
 
 def cmd_mine_history(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
     from toolgym.swe.history import endpoint_writer, mine_history
-    from toolgym.swe.mine import MiningRefused
 
     if args.writer and not args.writer_model:
         print(
@@ -156,15 +167,10 @@ def cmd_mine_history(args: argparse.Namespace) -> int:
         )
         return 2
     writer = endpoint_writer(args.writer, args.writer_model) if args.writer else None
-    bar = tqdm(total=0, unit="commit", desc="mining history", file=sys.stderr, disable=None)
-
-    def progress(done: int, total: int, what: str) -> None:
-        bar.total = total
-        bar.set_postfix_str(what, refresh=False)
-        bar.update(done - bar.n)
-
-    try:
-        report = mine_history(
+    report = _mining(
+        "commit",
+        "mining history",
+        lambda progress: mine_history(
             args.repo,
             args.out,
             args.repos,
@@ -176,12 +182,10 @@ def cmd_mine_history(args: argparse.Namespace) -> int:
             test_timeout=args.test_timeout,
             writer=writer,
             progress=progress,
-        )
-    except MiningRefused as exc:
-        bar.close()
-        print(f"toolgym swe mine: refused: {exc}", file=sys.stderr)
+        ),
+    )
+    if report is None:
         return 1
-    bar.close()
     assert report.clone is not None
     print(
         f"{report.repo}: {report.commits} commits change source and tests, {report.mutants_tried} tried, "
