@@ -44,11 +44,33 @@ def test_every_command_is_in_the_help_the_readme_table_and_the_docs_table():
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     readme, docs = section("README.md"), section("docs/quickstart.md")
     for verb in sub.choices:
-        assert f"``toolgym {verb}" in parser.description, verb
         assert f"| `toolgym {verb}" in readme, verb
         assert f"| `toolgym {verb}" in docs, verb
     for service in SERVICES:
         assert f"| `toolgym serve {service}" in docs, service
+    # the help's own list is argparse's: exactly the registered commands, each with its line
+    text = parser.format_help()
+    listed = re.findall(r"^    (\w+) {2,}\S", text.split("positional arguments:", 1)[1], re.MULTILINE)
+    assert listed == list(sub.choices), listed
+
+
+def test_the_help_speaks_to_a_user_and_its_examples_parse():
+    """``toolgym --help`` opens with what toolgym is and where to start (no module docstring, no reST), and
+    every example in it is a command line the parser takes."""
+    from toolgym.cli import EPILOG, _build_parser
+
+    parser = _build_parser()
+    text = parser.format_help()
+    assert text.split("\n")[2].startswith("toolgym: tool-using text environments"), text[:300]
+    assert "``" not in text and "register(sub)" not in text
+    examples = [line.split("  ")[1].strip() for line in EPILOG.splitlines() if line.startswith("  toolgym ")]
+    assert len(examples) == 5
+    for example in examples:
+        argv = example.split()[1:]
+        if argv[-1] == "--help":
+            continue
+        args = parser.parse_args(argv)
+        assert callable(args.func), example
 
 
 def test_list_shows_every_env_with_tools_and_source():

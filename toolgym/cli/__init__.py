@@ -1,19 +1,5 @@
-"""The ``toolgym`` command: one module per command family in this package, each with ``register(sub)``.
-
-``toolgym list``    every registered env (built-in and plugins) and tool
-``toolgym play ID`` play an episode yourself in the terminal
-``toolgym serve S`` run a service (retriever, rewards, tools, agent, openenv)
-``toolgym rollout`` batched multi-turn rollouts with a model (in-process vLLM or a server), to JSONL
-``toolgym eval``    pass@1 / pass@k of a model on an env's evaluation split
-``toolgym export``  training data for a trainer: ``toolgym export verl`` writes Parquet verl loads as is;
-                    ``toolgym export openenv`` an OpenEnv environment directory
-``toolgym train``   GRPO/PPO with verl, or GRPO with TRL (``--trainer trl``), from one YAML (``--dry-run``)
-``toolgym demo``    scripted episodes of every env (the verifiers' 1.0 and 0.0 paths) and tiny-model rollouts
-``toolgym check``   the env check kit: is an env fit for RL training (a table per env; exit 1 on a failure)
-``toolgym doctor``  what is installed and usable: vLLM, verl, Ray, sandbox isolation layers, plugins
-``toolgym swe mine REPO``  SWE-v0 tasks from a local repository with a test suite (SWE-bench-schema rows)
-``toolgym view F``  see episodes (rollout JSONL, eval reports, training dumps): conversation, tokens by mask
-"""
+"""The ``toolgym`` command: one module per command family in this package, each with ``register(sub)``;
+``toolgym --help`` lists what they register (``DESCRIPTION`` and ``EPILOG`` frame it for a user)."""
 
 from __future__ import annotations
 
@@ -24,6 +10,24 @@ from collections.abc import Sequence
 import gymnasium as gym
 
 from toolgym.cli import demo, doctor, envs, export, rollout, serve, swe, train, view
+
+#: what ``toolgym --help`` says before the commands it lists (argparse lists the registered ones, so the list
+#: cannot drift from them: tests/test_cli.py checks it)
+DESCRIPTION = """\
+toolgym: tool-using text environments for training LLM agents with RL, each with a verifier that turns an
+episode into a reward, and adapters for verl, TRL and other trainers.
+
+Start with `toolgym list` to see the environments, `toolgym play ID` to try one yourself, and
+`toolgym demo` to watch scripted and tiny-model episodes of every environment."""
+EPILOG = """\
+examples:
+  toolgym list                                         the environments and tools you can use
+  toolgym check toolgym/Calculator-v0                  is an environment fit for RL training?
+  toolgym rollout --env toolgym/Math-v0 --model tiny   episodes of a model, to JSONL
+  toolgym train --config examples/verl/tiny-cpu.yaml --dry-run
+  toolgym serve gateway --help                         serve a model to your own agent programs
+
+`toolgym COMMAND --help` says what each command takes; docs: docs/quickstart.md."""
 
 #: the command modules, in the order ``toolgym --help`` lists them
 COMMANDS = (envs, demo, rollout, export, swe, train, serve, doctor, view)
@@ -50,7 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="toolgym", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        prog="toolgym",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:

@@ -14,7 +14,10 @@ from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    swe = sub.add_parser("swe", help="repository tasks for toolgym/SWE-v0 (`toolgym swe mine --help`)")
+    swe = sub.add_parser(
+        "swe",
+        help="repository tasks for toolgym/SWE-v0: mine rows, build their environments, validate them",
+    )
     verbs = swe.add_subparsers(dest="verb", metavar="VERB", required=True)
     mine = verbs.add_parser(
         "mine",
