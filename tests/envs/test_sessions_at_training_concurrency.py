@@ -87,6 +87,9 @@ def test_a_lost_state_through_the_sandbox_is_infra_not_the_models_error(capped_s
     env.close()
 
 
+# an integration test of the pool, the sessions and the judge at scale, the same on every Python: once per CI
+# (the core suites on the other Pythons run the sessions' and the judge's own tests)
+@pytest.mark.main_suite_only
 def test_64_interleaved_swe_episodes_keep_their_repositories_and_are_judged_on_their_own_changes():
     """SWE-v0 at training concurrency: 64 live episodes leased from the pool, each with its repository in its
     own session; every one edits the bug's file its own way (half fix it), the turns interleaved, and each
