@@ -2,6 +2,7 @@
 ``env_check_tests`` run as an env author runs it, and the example plugin package installed in the venv."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -130,3 +131,15 @@ def test_the_example_plugin_package_is_installed_and_loaded_by_import_toolgym():
     assert "toolgym.envs:letters" in LOADED_PLUGINS
     assert "letters/CountLetters-v0" in toolgym.ENVS and "count_letter" in toolgym.TOOLS
     assert toolgym.ENVS["letters/CountLetters-v0"].oracle is not None
+
+
+def test_a_judged_env_is_checked_against_the_scripted_judge_when_no_endpoint_is_set(capsys, monkeypatch):
+    """On a fresh install (no judge endpoint), ``toolgym check`` passes toolgym/Report-v0 against toolgym's
+    scripted judge and says so, instead of failing its rewards check on error verdicts."""
+    monkeypatch.delenv("TOOLGYM_JUDGE_URL", raising=False)
+    monkeypatch.delenv("TOOLGYM_JUDGE_MODEL", raising=False)
+    assert main(["check", "toolgym/Report-v0", "--format", "xml", "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "== toolgym/Report-v0: passed (xml;" in out, out[-3000:]
+    assert "no judge endpoint is set (TOOLGYM_JUDGE_URL): checked against toolgym's scripted judge" in out
+    assert "TOOLGYM_JUDGE_URL" not in os.environ  # put back as it was
