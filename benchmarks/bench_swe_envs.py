@@ -37,7 +37,7 @@ import pytest
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.envs.swe import swe_oracle
 from toolgym.swe.environments import EnvironmentStore, build_all, plan
-from toolgym.swe.requirements import _clean_lines
+from toolgym.swe.requirements import clean_lines
 from toolgym.testing.scripted import script_texts
 from toolgym.testing.swe_layouts import LAYOUTS, layout_row, long_history_row
 
@@ -73,7 +73,7 @@ def _pip_build(root: Path, row: dict, dest: Path) -> None:
     pip = [str(dest / "venv" / "bin" / "python"), "-m", "pip", "install", "-q"]
     config = row["install_config"]
     if config.get("packages") == "requirements.txt":
-        reqs = _clean_lines((src / "requirements.txt").read_text())
+        reqs = clean_lines((src / "requirements.txt").read_text())
         subprocess.run([*pip, *reqs], check=True, cwd=src)
     subprocess.run([*pip, *config["pip_packages"]], check=True, cwd=src)
     subprocess.run([*pip, "-e", "."], check=True, cwd=src)

@@ -15,17 +15,18 @@ directory ``ENVS/<key>/`` that several processes share:
   conda packages that are Python packages go to pip, the others are listed as not installed),
   ``pip_packages``, ``requirements`` (a row's pins), ``install`` (the repository itself: ``pip install``
   commands run as ``uv pip install``), ``testbed`` (the install pointed at the workspace, below),
-  ``overlay`` (compiled parts), ``pytest``
-  (the judge runs pytest in the environment), ``freeze`` (``uv pip freeze``). ``pre_install`` system steps are
-  never run: the manifest lists them. ``exclude_newer`` resolves as of the row's ``created_at``.
+  ``overlay`` (compiled parts), ``pytest`` (the judge runs pytest in the environment), ``freeze`` (``uv pip
+  freeze``). ``pre_install`` system steps are never run: the manifest lists them. ``exclude_newer``
+  resolves as of the newest row's ``created_at``.
 - **the repository resolves to the workspace the agent edits**: the editable install's path entries
   (``*.pth``) and setuptools' editable finders are rewritten to ask ``_toolgym_testbed.root()`` (the
   ``TOOLGYM_TESTBED`` variable the bash tool and the judge set, else ``/testbed``), so src layouts,
   ``package_dir`` maps and namespace packages import from the episode's tree, wherever the sandbox puts it.
 - **compiled parts** (C extensions, Cython output, files an install step writes into the tree: what ``git
   status`` shows as untracked or ignored after the install, build directories aside) are packed once per
-  environment (``overlay.tar``) and laid into each episode's workspace and the judge's tree over the base
-  commit (``EnvWorkspaces``); when the agent changes a compiled source the judge rebuilds first.
+  environment (``overlay.tar``), rebuilt at each row's base commit whose compiled sources differ, and laid
+  into each episode's workspace and the judge's tree over the base commit (:mod:`toolgym.swe.row_envs`);
+  when the agent changes a compiled source the judge rebuilds first, in a sandbox child of its own.
 - **failures are loud**: a failed step leaves ``ENVS/.failed/<key>.json`` (the step, the error, the log's
   path), and SWE-v0 refuses that environment's rows with it, never a 0.
 
@@ -57,7 +58,7 @@ from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for
 from toolgym.swe.repos import RepoUnavailable, git, shared_repo_store
 from toolgym.swe.requirements import (
     RequirementsMissing,
-    _clean_lines,
+    clean_lines,
     declared_extras,
     read_environment_yml,
     read_requirements,
@@ -508,7 +509,7 @@ class EnvironmentStore:
             pip, not_installed = split_conda(packages.split())
             uv_install("packages", replace_packages(pip))
         uv_install("pip_packages", replace_packages(list(recipe.pip_packages)))
-        uv_install("requirements", replace_packages(_clean_lines("\n".join(recipe.requirements))))
+        uv_install("requirements", replace_packages(clean_lines("\n".join(recipe.requirements))))
 
         log.step("install")
         installs = list(recipe.install)

@@ -83,7 +83,7 @@ NOT_PIP = frozenset(
 )
 
 
-def _clean_lines(text: str) -> list[str]:
+def clean_lines(text: str) -> list[str]:
     lines = []
     for raw in text.splitlines():
         line = raw.split(" #", 1)[0].strip()
@@ -122,7 +122,7 @@ def _expand(path: Path, src: Path, seen: set[Path]) -> list[str]:
         return []
     seen.add(path)
     out: list[str] = []
-    for line in _clean_lines(path.read_text(errors="replace")):
+    for line in clean_lines(path.read_text(errors="replace")):
         if line.startswith(("-r ", "--requirement ", "-c ", "--constraint ")):
             target = (path.parent / line.split(None, 1)[1].strip()).resolve()
             if src.resolve() in target.parents and target.is_file():
@@ -176,7 +176,7 @@ def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str
                 else:
                     conda.append(str(dep))
             pip, skipped = split_conda(conda)
-            return rel, pip + replace_packages(_clean_lines("\n".join(pip_lines))), skipped
+            return rel, pip + replace_packages(clean_lines("\n".join(pip_lines))), skipped
     raise RequirementsMissing(f"no environment.yml at {', '.join(paths)} in the checkout")
 
 
