@@ -212,3 +212,28 @@ def test_a_python_the_machine_lacks_is_refused_or_asked_of_uv_when_allowed(tmp_p
     assert isinstance(asked, BuildFailed) and asked.step == "python"
     log = asked.log.read_text()
     assert "python install 3.99" in log and "No download found" in log + asked.message
+
+
+def test_make_refuses_where_the_sandbox_cannot_hold_a_workspace_naming_the_fix(built):
+    """A container's root whose Python lies under a closed /root, without the read-only view: the children
+    read files as uid 0 and a command could not write the workspace, so every episode would be an infra
+    error. With envs=, make says so at once, with the fixes (the bash tool's own refusal, shared)."""
+    from types import SimpleNamespace
+
+    from toolgym.tools.bash import BashTool
+
+    report = SimpleNamespace(
+        broken="", backend="local", active=["landlock", "unprivileged_user"],
+        missing={"fs_view": "no CAP_SYS_ADMIN"},
+        details={"unprivileged_user": "uid 61234, file access as uid 0 (the interpreter is under /root)"},
+    )  # fmt: skip
+    tool = BashTool(sandbox=SimpleNamespace(isolation=report))
+    root = built["root"]
+    with pytest.raises(ValueError, match=r"cannot play rows in their environments here: .*chmod o\+x /root"):
+        gym.make(
+            "toolgym/SWE-v0",
+            tasks=str(root / "rows.jsonl"),
+            repos=str(root / "repos"),
+            envs=str(root / "envs"),
+            tool=tool,
+        )

@@ -202,6 +202,11 @@ def make_swe_env(
         else lambda task: os.path.dirname(python_for(task)),
     )
 
+    if envs is not None:  # every episode would be an infra error: say so now, with the fix
+        paths = bash.workspace_paths()
+        if isinstance(paths, str):
+            raise ValueError(f"toolgym/SWE-v0 cannot play rows in their environments here: {paths}")
+
     def where() -> str | None:
         paths = bash.workspace_paths()
         return WORKSPACE_PATH if not isinstance(paths, str) and paths[1] == WORKSPACE_PATH else None
