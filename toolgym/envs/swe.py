@@ -184,7 +184,6 @@ def make_swe_env(
     spaces: SWEWorkspaces | RowEnvironments = _workspaces(repos)
     python_for = interpreter_for(python)
     pythons = interpreters(python)
-    judge_options = None
     if envs is not None:
         spaces = RowEnvironments(envs, spaces)
         python_for, pythons, judge_options = spaces.python_for, spaces.pythons(), spaces.judge_options

@@ -55,32 +55,39 @@ class RowEnvironments:
         if not self.store.root.is_dir():
             raise FileNotFoundError(f"envs={root}: no such directory (toolgym swe envs build writes it)")
         self.workspaces = workspaces
-        self._by_row: dict[str, str] = {}
-        for manifest in sorted(self.store.manifests(), key=lambda m: m.get("built_at", "")):
+        # the manifests, read once: a published environment does not change (a rebuild is a new process's)
+        self._manifests = {m["key"]: m for m in self.store.manifests()}
+        #: instance id -> its environment's manifest (the newest build that lists the row)
+        self._of_row: dict[str, dict[str, Any]] = {}
+        for manifest in sorted(self._manifests.values(), key=lambda m: m.get("built_at", "")):
             for row in manifest.get("rows", []):
-                self._by_row[row] = manifest["key"]
+                self._of_row[row] = manifest
         self._archives: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     def manifest(self, task: Any) -> dict[str, Any]:
-        key = self._by_row.get(task.data.get("instance_id", task.id))
-        if key is not None:
-            found = self.store.manifest(key)
-            if found is not None:
-                return found
+        """The task's environment's manifest: asked for by every shell command (its ``PATH``) and verdict,
+        so found once per row and kept."""
+        row = task.data.get("instance_id", task.id)
+        found = self._of_row.get(row)
+        if found is not None:
+            return found
         try:
-            return self.store.find(task.data)
+            found = self.store.find(task.data)
         except EnvironmentMissing:
             raise
         except Exception as exc:  # a recipe that cannot be read
             raise EnvironmentMissing(f"its recipe: {exc}") from None
+        with self._lock:
+            self._of_row[row] = found
+        return found
 
     @property
     def store_root(self) -> Path | None:
         return self.workspaces.store_root
 
     def pythons(self) -> list[str]:
-        return [self.store.python(m["key"]) for m in self.store.manifests()]
+        return [self.store.python(key) for key in self._manifests]
 
     def python_for(self, task: Any) -> str:
         return self.store.python(self.manifest(task)["key"])
