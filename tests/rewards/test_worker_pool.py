@@ -127,13 +127,18 @@ def test_a_target_that_cannot_load_makes_the_pool_unavailable():
 
 
 def test_many_threads_share_a_small_pool(pool_factory):
-    pool = pool_factory("pid", size=2)
+    # each call holds its worker a moment and the threads start together, so calls overlap and both workers
+    # serve: with instant calls on a loaded machine the threads ran one after another, and the pool (which
+    # hands out the worker released last) served all 200 from one (a CI run of the core suite, 11-28)
+    pool = pool_factory("sleep_then_pid", size=2)
     with_threads: list[int] = []
     lock = threading.Lock()
+    start = threading.Barrier(8)
 
     def work():
+        start.wait()
         for _ in range(25):
-            pid = pool.call(None, timeout=5)
+            pid = pool.call(0.01, timeout=5)
             with lock:
                 with_threads.append(pid)
 
