@@ -1,7 +1,9 @@
 """``toolgym serve openenv`` beside the env in process, measured in one run on Calculator-v0.
 
 - step latency: one client, one tool-call step after another (p50 and p99), over OpenEnv's WebSocket session
-  against ``env.step`` in process;
+  against ``env.step`` in process; all 500 steps are one episode, and a second table shows the step time
+  against the turn number (median and mean of turns 1-50, 51-100, ..., 451-500, and last/first): a step
+  that grew with the chat (``info["messages"]`` used to copy it every step) shows a ratio well above 1;
 - sessions / s at concurrency 256: 256 GenericEnvClients at once, each connecting, resetting, playing the
   oracle's episode (tool calls, then the answer) and closing, against the same 256 episodes in process
   (one thread, envs reused from an EnvPool as the server does).
@@ -23,7 +25,8 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -39,7 +42,10 @@ from toolgym.util.table import format_table
 ENV_ID = "toolgym/Calculator-v0"
 CONCURRENCY, ROUNDS, STEPS = 256, 3, 500
 STEP = "<calculator>48213*1937 - 12345</calculator>"
+BUCKET = 50  # turns per row of the per-turn table
 RESULTS: dict[str, dict[str, float]] = {"in process": {}, "OpenEnv": {}}
+#: each side's step times in turn order, one 500-step episode: the per-turn table
+STEP_TIMES: dict[str, list[float]] = {}
 
 
 @contextlib.contextmanager
@@ -91,6 +97,7 @@ def episodes():
 def _record(side: str, samples: list[float]) -> None:
     RESULTS[side]["p50"] = float(np.percentile(samples, 50))
     RESULTS[side]["p99"] = float(np.percentile(samples, 99))
+    STEP_TIMES[side] = list(samples)
 
 
 def test_step_latency_in_process(benchmark):
@@ -172,4 +179,33 @@ def table() -> str:
         f"process, {os.cpu_count()} CPU(s); "
         f"{STEPS} steps, {ROUNDS} rounds of {CONCURRENCY} concurrent oracle episodes"
     )
-    return header + "\n" + format_table(("", "in process", "OpenEnv", "OpenEnv vs in process"), rows)
+    return (
+        header
+        + "\n"
+        + format_table(("", "in process", "OpenEnv", "OpenEnv vs in process"), rows)
+        + "\n\n"
+        + per_turn_table()
+    )
+
+
+def per_turn_table() -> str:
+    """Step time (µs) per ``BUCKET`` turns of the one long episode, each side: the median (what a step costs,
+    robust to a preempted step on a busy machine) and the mean; and last over first. A flat per-step cost
+    shows ~1x, one that grows with the chat (O(turns²) per episode) well above."""
+    sides = [side for side in ("in process", "OpenEnv") if STEP_TIMES.get(side)]
+    columns = [
+        (side, stat, buckets(STEP_TIMES[side], stat)) for side in sides for stat in (np.median, np.mean)
+    ]
+    rows = []
+    for i in range(max((len(values) for *_, values in columns), default=0)):
+        label = f"turns {i * BUCKET + 1}-{(i + 1) * BUCKET}"
+        rows.append((label, *(f"{v[i]:.0f}" if i < len(v) else "" for *_, v in columns)))
+    rows.append(("last / first", *(f"{v[-1] / v[0]:.2f}x" for *_, v in columns)))
+    headers = ("", *(f"{side} {stat.__name__}" for side, stat, _ in columns))
+    header = f"step time (µs) against the turn number, one {STEPS}-step episode per side"
+    return header + "\n" + format_table(headers, rows)
+
+
+def buckets(samples: list[float], stat: Callable[[list[float]], Any]) -> list[float]:
+    """``stat`` (median or mean) of each ``BUCKET`` consecutive samples (seconds), in µs."""
+    return [float(stat(samples[i : i + BUCKET])) * 1e6 for i in range(0, len(samples), BUCKET)]

@@ -1,6 +1,12 @@
 """The ToolEnv turn loop, on a small custom env built with make_env (tools and verifier defined here)."""
 
+import gc
+import json
+import math
+import pickle
 import random
+import statistics
+import time
 
 import numpy as np
 import pytest
@@ -9,6 +15,7 @@ from pydantic import BaseModel
 
 import toolgym
 from toolgym.core.types import ToolResult, Verdict
+from toolgym.testing.complexity import cost_ratio
 from toolgym.tools.base import Tool
 
 TASKS = [
@@ -256,3 +263,68 @@ def test_function_verifier_return_types():
     env.reset(options={"task_id": "up"})
     _, reward, _, _, info = env.step("<answer>HELLO</answer>")
     assert reward == 0.5 and not info["verdict"].passed
+
+
+def test_info_messages_is_each_steps_own_snapshot():
+    env, _ = make(max_turns=10)
+    _, first = env.reset(options={"task_id": "up"})
+    observation, *_, second = env.step("<shout>a</shout>")
+    *_, third = env.step("<shout>b</shout>")
+    messages = env.unwrapped.trajectory.messages
+    # later steps appended to the chat; the infos already handed out still hold their own step's chat
+    assert len(first["messages"]) == 2 and len(second["messages"]) == 4 and len(third["messages"]) == 6
+    assert first["messages"] == messages[:2] and second["messages"] == messages[:4]
+    assert third["messages"] == messages and messages == third["messages"] and first["messages"] != messages
+    assert second["messages"][-2:] == [
+        {"role": "assistant", "content": "<shout>a</shout>"},
+        {"role": "user", "content": observation},
+    ]
+    assert second["messages"][-1] == second["messages"][3] == {"role": "user", "content": observation}
+    with pytest.raises(IndexError):
+        second["messages"][4]
+    # a caller that changes what it read changes neither the trajectory nor what the next reader sees
+    second["messages"][0]["content"] = "changed"
+    for message in second["messages"]:
+        message["role"] = "changed"
+    assert messages[0]["content"] != "changed" and second["messages"] == messages[:4]
+    # what callers do with a list works: concatenate, compare, serialize, pickle, validate
+    chat = list(first["messages"])
+    chat += third["messages"][2:]
+    assert chat == third["messages"] == first["messages"] + third["messages"][2:]
+    assert [*first["messages"], *messages[2:]] == messages
+    assert messages[:0] + first["messages"] == messages[:2] == () + first["messages"]
+    assert json.loads(json.dumps(list(second["messages"]))) == messages[:4]
+    assert pickle.loads(pickle.dumps(second["messages"])) == messages[:4]
+    assert repr(first["messages"]) == repr(messages[:2])
+
+
+def test_a_long_episode_costs_the_same_per_step_at_turn_500_as_at_turn_1():
+    """Nothing in a step reads the whole chat (``info["messages"]`` used to copy it: a step at turn 500 cost
+    5x one at turn 1 here, and the episode grew quadratically). CPU time, best of a few tries, no wall-clock
+    bound: mean per step over turns 451-500 against turns 1-50, and ten times the turns against the time."""
+    env, _ = make(max_turns=100_000)
+    action = "<shout>hello</shout>"
+
+    def episode(turns: int) -> list[int]:
+        env.reset(options={"task_id": "up"})
+        costs = []
+        for _ in range(turns):
+            started = time.thread_time_ns()
+            env.step(action)
+            costs.append(time.thread_time_ns() - started)
+        return costs
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        growth = math.inf
+        for _ in range(5):
+            costs = episode(500)
+            growth = min(growth, statistics.mean(costs[450:]) / max(statistics.mean(costs[:50]), 1))
+            if growth <= 3:
+                break
+    finally:
+        if collecting:
+            gc.enable()
+    assert growth <= 3, f"a step at turns 451-500 costs {growth:.1f}x one at turns 1-50"
+    assert cost_ratio(episode, 100, 1000) <= 20  # linear ~10x; the copying version showed ~50x

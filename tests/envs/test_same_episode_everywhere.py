@@ -49,7 +49,7 @@ for env_id in json.loads(sys.argv[1]):
         steps = [env.step(text) for text in script_texts(env, calls)]
         out[f"{env_id} seed={seed}"] = {
             "task_id": info["task_id"],
-            "messages": info["messages"],
+            "messages": list(info["messages"]),  # a MessagesView: a list for json.dumps
             "tools": info["tools"],
             "observations": [step[0] for step in steps],
             "tool_results": [

@@ -8,6 +8,11 @@ One instance runs one episode at a time. ``reset(seed, options)`` picks a task w
 ``step(text)`` parses the model's turn, runs tool calls (the output becomes the observation) or verifies a
 final answer (the verdict becomes the reward and ends the episode). ``max_turns`` steps without an answer
 truncate the episode with reward 0.
+
+A step costs the same at turn 500 as at turn 1: nothing in it reads the whole chat. ``info["messages"]`` is
+a :class:`~toolgym.core.messages.MessagesView`, a read-only snapshot of the chat at that step (the
+trajectory's append-only message list and its length then), not a copy of it (``tests/core/test_env.py``
+checks the per-step cost of a 500-turn episode).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.error import ResetNeeded
 
+from toolgym.core.messages import MessagesView
 from toolgym.core.spaces import AnyText
 from toolgym.core.task import Task, TaskSource
 from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
@@ -236,11 +242,16 @@ class ToolEnv(gym.Env[str, str]):
             messages.append({"role": "user", "content": observation})
 
     def _info(self, **extra: Any) -> dict[str, Any]:
+        """The info ``reset`` and ``step`` return. ``messages`` is the chat so far as a ``MessagesView``: a
+        read-only sequence of plain dicts (indexing, slices and iteration hand out copies; ``==`` a list of
+        the same messages; ``list(info["messages"])`` is a list) that stays this step's snapshot after later
+        steps, because the env only ever appends to ``trajectory.messages``. It costs O(1) to make, where a
+        copy of the chat made every step of a long episode cost O(turns), and the episode O(turns²)."""
         assert self.task is not None and self.trajectory is not None
         info: dict[str, Any] = {
             "task_id": self.task.id,
             "turn": len(self.trajectory.turns),
-            "messages": [dict(m) for m in self.trajectory.messages],
+            "messages": MessagesView(self.trajectory.messages),
             "tools": self.tool_schemas,
         }
         info.update(extra)

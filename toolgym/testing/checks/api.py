@@ -8,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from toolgym.core.messages import MessagesView
 from toolgym.envs.base import ToolEnv
 from toolgym.testing.checks.common import (
     Findings,
@@ -104,7 +105,8 @@ def check_determinism(ctx: Context) -> CheckResult:
 
 def _draw(ctx: Context, env: gym.Env, seed: int) -> tuple[Any, str, str]:
     obs, info = ctx.reset("determinism", env, seed=seed)
-    messages = json.dumps(info.get("messages"), default=str, sort_keys=True)
+    chat = info.get("messages")  # ToolEnv's is a MessagesView, a read-only sequence: compare its messages
+    messages = json.dumps(list(chat) if isinstance(chat, MessagesView) else chat, default=str, sort_keys=True)
     return info.get("task_id", obs), obs, messages
 
 
