@@ -1,7 +1,9 @@
 """toolgym: registered Gymnasium text environments for tool-using LLM agents, with built-in verifiers.
 
-``import toolgym`` registers every built-in env under the ``toolgym/`` namespace and loads third-party plugins
-(entry-point groups ``toolgym.tools`` and ``toolgym.envs``)::
+``import toolgym`` registers every built-in env under the ``toolgym/`` namespace from the generated catalogue
+table (``toolgym/envs/_catalogue.py``), importing no env module, and reads third-party plugins' tables
+(entry-point group ``toolgym.catalogue``: their modules are imported when their envs are made; the older
+groups ``toolgym.tools`` and ``toolgym.envs`` are imported here)::
 
     import gymnasium as gym, toolgym
     env = gym.make("toolgym/Calculator-v0")
@@ -12,8 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from toolgym.core.registry import ENVS, load_plugins, register_env, register_lazily
-from toolgym.envs import BUILTIN_ENVS
+from toolgym.core.registry import ENVS, load_plugins, register_catalogue, register_env
+from toolgym.envs import BUILTIN_CATALOGUE, BUILTIN_TOOLS
 
 #: the public names, and the module each comes from: imported on first use (PEP 562), so that ``import
 #: toolgym`` costs little more than ``import gymnasium`` (tests/test_first_command.py)
@@ -64,7 +66,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY, "__version__"})
 
 
-register_lazily(BUILTIN_ENVS)
+register_catalogue(BUILTIN_CATALOGUE, BUILTIN_TOOLS)
 load_plugins()
 
 __all__ = [

@@ -123,14 +123,25 @@ def test_a_pattern_that_matches_nothing_is_an_error_at_collection():
         env_check_tests("nosuchpkg/*")
 
 
-def test_the_example_plugin_package_is_installed_and_loaded_by_import_toolgym():
-    """``make install`` installs examples/plugin-package; pytest runs its kit test (testpaths)."""
-    assert "letters" in {ep.name for ep in entry_points(group="toolgym.envs")}, (
-        "examples/plugin-package is not installed in this environment: run `make install`"
+def test_the_example_plugin_package_is_installed_and_read_by_import_toolgym():
+    """``make install`` installs examples/plugin-package; pytest runs its kit test (testpaths). Its catalogue
+    table is read by ``import toolgym`` (the entry point), its env module imported when the env is made."""
+    assert "letters" in {ep.name for ep in entry_points(group="toolgym.catalogue")}, (
+        "examples/plugin-package is not installed in this environment (or installed from an older "
+        "pyproject.toml, under the toolgym.envs group): run `make install`"
     )
-    assert "toolgym.envs:letters" in LOADED_PLUGINS
+    assert "toolgym.catalogue:letters" in LOADED_PLUGINS
     assert "letters/CountLetters-v0" in toolgym.ENVS and "count_letter" in toolgym.TOOLS
     assert toolgym.ENVS["letters/CountLetters-v0"].oracle is not None
+    code = (
+        "import sys, gymnasium as gym, toolgym\n"
+        "print('toolgym_letters.envs' in sys.modules)\n"
+        "gym.make('letters/CountLetters-v0')\n"
+        "print('toolgym_letters.envs' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_a_judged_env_is_checked_against_the_scripted_judge_when_no_endpoint_is_set(capsys, monkeypatch):

@@ -61,13 +61,29 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    import toolgym
+    """From the catalogue tables (toolgym's and the plugins'), importing no env module; an env or tool
+    registered otherwise (an older-form plugin, imported by ``import toolgym``) is listed from the
+    registry."""
+    import toolgym  # noqa: F401 - reads the catalogue tables
+    from toolgym.core.registry import CATALOGUE, ENVS, TOOL_CATALOGUE
 
+    rows = {env_id: {"id": env_id, **row} for env_id, row in CATALOGUE.items()}
+    for env_id, spec in ENVS.recorded().items():
+        rows[env_id] = {
+            "id": env_id,
+            "tools": list(spec.tools),
+            "task_source": spec.task_source,
+            "description": spec.description,
+        }
     envs = [
-        {"id": s.id, "tools": list(s.tools), "task_source": s.task_source, "description": s.description}
-        for s in sorted(toolgym.ENVS.values(), key=lambda s: s.id)
+        {key: row.get(key, "") for key in ("id", "tools", "task_source", "description")}
+        for _, row in sorted(rows.items())
     ]
-    tools = [{"name": n, "description": f.summary()} for n, f in sorted(toolgym.TOOLS.items())]
+    summaries = {name: row["summary"] for name, row in TOOL_CATALOGUE.items()}
+    registered = sys.modules.get("toolgym.tools.base")  # imported already where a plugin registered a tool
+    if registered is not None:
+        summaries.update({name: cls.summary() for name, cls in registered.TOOLS.items()})
+    tools = [{"name": n, "description": d} for n, d in sorted(summaries.items())]
     if args.json:
         print(json.dumps({"envs": envs, "tools": tools}, indent=2))
         return 0

@@ -4,13 +4,12 @@ and rollout/evaluate.py."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from toolgym.util.kwargs import env_kwargs_from_args, positive_int
+from toolgym.util.kwargs import MODEL_DTYPES, env_kwargs_from_args, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,8 +23,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
-    from toolgym.rollout.models import DTYPES
-
     p.add_argument(
         "--model", default=None, help="model path or HF id, or 'tiny' (the embedded offline model)"
     )
@@ -55,7 +52,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
         default="auto",
-        choices=DTYPES,
+        choices=MODEL_DTYPES,
         help="model dtype (default auto: vLLM's choice; for hf bfloat16 on a GPU, float32 on the CPU)",
     )
     p.add_argument("--max-model-len", type=positive_int, default=4096)
@@ -161,6 +158,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def _run_with_client(args: argparse.Namespace, work: Callable[[Any, Any], Awaitable[Any]]) -> Any:
     """Start the client the arguments ask for, run ``work(client, renderer)``, always close the client."""
+    import asyncio  # here, not at the top: building the parser (every command) need not import asyncio
 
     async def run() -> Any:
         client, renderer = _client_and_renderer(args)

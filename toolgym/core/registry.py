@@ -5,10 +5,17 @@
 description, and optionally an *oracle* (a scripted correct solution for a task, used to prove the verifier's
 reward-1.0 path).
 
-Third-party packages extend toolgym without touching it: list a module (or a zero-argument function) under the
-``toolgym.envs`` or ``toolgym.tools`` entry-point groups; ``import toolgym`` loads them, and whatever they
-register shows up in ``gym.make`` and ``toolgym list``. A plugin that fails to load is reported with a warning
-and in ``PLUGIN_ERRORS`` (``toolgym doctor`` shows it), never silently skipped.
+What ``toolgym list`` prints comes from *catalogue tables* (``CATALOGUE``, ``TOOL_CATALOGUE``), plain literals
+that ``python -m toolgym.envs.catalogue`` writes from those declarations, so listing imports no env module:
+toolgym's own table is ``toolgym/envs/_catalogue.py``, read by ``import toolgym``.
+
+Third-party packages extend toolgym without touching it. A plugin lists its generated table (a module of
+literals) under the ``toolgym.catalogue`` entry-point group: ``import toolgym`` reads it, registers its envs
+with Gymnasium by name, and imports the plugin's own modules only when one of its envs is made (or a tool of
+it is made by name, or ``toolgym.ENVS`` is read). The older form, a module (or a zero-argument function)
+under the ``toolgym.envs`` or ``toolgym.tools`` groups, is still imported by ``import toolgym``: what it
+registers cannot be known otherwise. A plugin that fails to load is reported with a warning and in
+``PLUGIN_ERRORS`` (``toolgym doctor`` shows it), never silently skipped.
 """
 
 from __future__ import annotations
@@ -55,6 +62,9 @@ class _Catalogue(dict[str, EnvSpec]):
         self._lock = threading.RLock()
         #: the modules of envs registered by name (``register_lazily``), imported on the first read
         self.lazy_modules: set[str] = set()
+        #: those of them that a plugin's catalogue named: module -> the plugin's key (a failure to import one
+        #: is a warning and a ``PLUGIN_ERRORS`` line, as for any plugin, not an error of every read)
+        self.plugin_modules: dict[str, str] = {}
 
     def _load(self) -> None:
         if self._complete:
@@ -63,7 +73,15 @@ class _Catalogue(dict[str, EnvSpec]):
             if self._complete:
                 return
             for module in sorted(self.lazy_modules):
-                importlib.import_module(module)
+                plugin = self.plugin_modules.get(module)
+                if plugin is None:
+                    importlib.import_module(module)
+                    continue
+                try:
+                    importlib.import_module(module)
+                except Exception as exc:
+                    PLUGIN_ERRORS.setdefault(plugin, f"{type(exc).__name__}: {exc}")
+                    warnings.warn(f"toolgym plugin {plugin} failed to load {module}: {exc}", stacklevel=3)
             self._complete = True
 
     def __getitem__(self, key: str) -> EnvSpec:
@@ -104,6 +122,14 @@ class _Catalogue(dict[str, EnvSpec]):
 
 
 ENVS: _Catalogue = _Catalogue()
+#: what ``toolgym list`` shows without importing an env module: env id -> its catalogue row
+#: (``entry_point``, ``tools``, ``task_source``, ``description``), read from the generated tables
+CATALOGUE: dict[str, dict[str, Any]] = {}
+#: tool name -> ``{"module": where it is registered, "summary": its ``Tool.summary()``}``
+TOOL_CATALOGUE: dict[str, dict[str, str]] = {}
+#: the entry-point group of plugins' catalogue tables (read by ``import toolgym``, imported modules: none)
+CATALOGUE_GROUP = "toolgym.catalogue"
+#: the older entry-point groups, whose modules ``import toolgym`` imports
 PLUGIN_GROUPS = ("toolgym.tools", "toolgym.envs")
 PLUGIN_ERRORS: dict[str, str] = {}
 LOADED_PLUGINS: list[str] = []
@@ -134,6 +160,10 @@ def register_env(
         existing = ENVS.recorded().get(env_id)
         if existing is not None and _qualname(existing.factory) != _qualname(factory):
             raise ValueError(f"env {env_id!r} is already registered by {_qualname(existing.factory)}")
+        listed = CATALOGUE.get(env_id)  # a catalogue table's env, its module not imported yet
+        entry_point = f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', '?')}"
+        if existing is None and listed is not None and listed["entry_point"] != entry_point:
+            raise ValueError(f"env {env_id!r} is already registered by {listed['entry_point']}")
         ENVS[env_id] = EnvSpec(
             env_id, factory, tuple(tools), task_source, description, oracle, dict(kwargs), wrong
         )
@@ -144,23 +174,70 @@ def register_env(
     return decorator
 
 
+def register_catalogue(
+    envs: Mapping[str, Mapping[str, Any]],
+    tools: Mapping[str, Mapping[str, str]] | None = None,
+    plugin: str = "",
+) -> None:
+    """Record a generated catalogue table (``python -m toolgym.envs.catalogue``) and register its envs with
+    Gymnasium by name, importing nothing. An env id or tool name that another table claimed for another
+    module is an error (two packages claiming one id)."""
+    for env_id, row in envs.items():
+        taken = CATALOGUE.get(env_id)
+        if "/" not in env_id:
+            raise ValueError(f"env ids need a namespace, like 'mypkg/{env_id}'")
+        if taken is not None and taken["entry_point"] != row["entry_point"]:
+            raise ValueError(f"env {env_id!r} is already registered by {taken['entry_point']}")
+    tools = tools or {}
+    for name, tool in tools.items():
+        taken_tool = TOOL_CATALOGUE.get(name)
+        if taken_tool is not None and taken_tool["module"] != tool["module"]:
+            raise ValueError(f"a tool named {name!r} is already registered by {taken_tool['module']}")
+    for env_id, row in envs.items():
+        CATALOGUE[env_id] = dict(row)
+        _register_by_name(env_id, row["entry_point"], row.get("kwargs", {}), plugin)
+    for name, tool in tools.items():
+        TOOL_CATALOGUE[name] = dict(tool)
+
+
 def register_lazily(envs: Mapping[str, str]) -> None:
     """Register ``env id -> "module:factory"`` with Gymnasium without importing the modules (the first
-    ``gym.make`` does; the module's ``@register_env`` then records the catalogue entry)."""
+    ``gym.make`` does; the module's ``@register_env`` then records the env's spec)."""
     for env_id, entry_point in envs.items():
-        if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=entry_point)
-        with ENVS._lock:
-            ENVS.lazy_modules.add(entry_point.partition(":")[0])
-            ENVS._complete = False
+        _register_by_name(env_id, entry_point, {}, "")
+
+
+def _register_by_name(env_id: str, entry_point: str, kwargs: Mapping[str, Any], plugin: str) -> None:
+    if env_id not in gym.registry:
+        gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs))
+    module = entry_point.partition(":")[0]
+    with ENVS._lock:
+        ENVS.lazy_modules.add(module)
+        if plugin:
+            ENVS.plugin_modules[module] = plugin
+        ENVS._complete = False
 
 
 def load_plugins() -> None:
-    """Import every entry point in toolgym's groups (each once)."""
+    """Read every plugin's catalogue table (``toolgym.catalogue``: its envs are registered by name, its
+    modules imported when used), then import every entry point of the older groups (each once)."""
     from importlib.metadata import entry_points
 
+    found = entry_points()  # one scan of the installed distributions for all of toolgym's groups
+    for ep in found.select(group=CATALOGUE_GROUP):
+        key = f"{CATALOGUE_GROUP}:{ep.name}"
+        if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
+            continue
+        try:
+            table = ep.load()
+            register_catalogue(getattr(table, "ENVS", {}), getattr(table, "TOOLS", {}), plugin=key)
+        except Exception as exc:
+            PLUGIN_ERRORS[key] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"toolgym plugin {key} ({ep.value}) failed to load: {exc}", stacklevel=2)
+        else:
+            LOADED_PLUGINS.append(key)
     for group in PLUGIN_GROUPS:
-        for ep in entry_points(group=group):
+        for ep in found.select(group=group):
             key = f"{group}:{ep.name}"
             if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
                 continue

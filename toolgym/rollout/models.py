@@ -8,6 +8,7 @@ from typing import Any
 
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
+from toolgym.util.kwargs import MODEL_DTYPES
 
 
 def resolve_model(model: str) -> str:
@@ -76,8 +77,9 @@ def generation_eos_ids(model: str) -> set[int]:
     return set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
 
 
-#: what ``--dtype`` takes
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: what ``--dtype`` takes (kept in ``toolgym.util.kwargs``, so that building the command's parser imports
+#: no rollout module)
+DTYPES = MODEL_DTYPES
 
 
 def make_client(

@@ -10,6 +10,7 @@ the same way for every tool. A typed function becomes a tool with ``Tool.from_fu
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import weakref
 from abc import ABC, abstractmethod
@@ -240,11 +241,22 @@ def _qualname(obj: Any) -> str:
 def make_tool(name: str, **kwargs: Any) -> Tool:
     """Instantiate a registered tool by name."""
     try:
-        factory = TOOLS[name]
+        factory = TOOLS[name] if name in TOOLS else _from_catalogue(name)
     except (KeyError, TypeError):  # TypeError: an unhashable name
         fix = "use one of these names, a Tool instance, or register yours with @register_tool"
         raise unknown_name("tool", name, sorted(TOOLS), fix, "registered tools") from None
     return factory(**kwargs)
+
+
+def _from_catalogue(name: str) -> type[Tool]:
+    """A tool the catalogue tables name but no module has registered yet (a plugin's, imported when first
+    used): import the module that registers it."""
+    from toolgym.core.registry import TOOL_CATALOGUE
+
+    row = TOOL_CATALOGUE.get(name)
+    if row is not None:
+        importlib.import_module(row["module"])
+    return TOOLS[name]
 
 
 def first_line(text: str) -> str:

@@ -1,5 +1,6 @@
 """Helpers with no toolgym vocabulary of their own, shared by several layers, importing no other toolgym
 package: how HTTP clients are made (``http``), the retry policy (``retry``), text tables (``table``),
-``KEY=VALUE`` kwargs and counts (``kwargs``), text clipping and JSON depth (``text``), the cache directory
-(``paths``), JSON-lines reading (``jsonl``) and the procedural worlds' invented words (``world_vocabulary``).
+``KEY=VALUE`` kwargs, counts and the model dtypes ``--dtype`` takes (``kwargs``), text clipping and JSON
+depth (``text``), the cache directory (``paths``), JSON-lines reading (``jsonl``) and the procedural worlds'
+invented words (``world_vocabulary``).
 """

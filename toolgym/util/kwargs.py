@@ -62,3 +62,8 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
+
+
+#: the model dtypes ``--dtype`` takes (``toolgym.rollout.models.DTYPES``); here so that ``toolgym``'s argument
+#: parser, built for every command (``toolgym list`` too), imports no rollout module
+MODEL_DTYPES = ("auto", "float32", "bfloat16", "float16")
