@@ -104,7 +104,6 @@ RAY_FILES = frozenset(
     {
         "tests/test_ray.py",
         "tests/trainers/verl/test_train_cpu.py",
-        "tests/trainers/verl/test_train_swe_cpu.py",
     }
 )
 #: the asynchronous verl trainers' runs: a unit of their own beside the Ray unit (local Ray instances
