@@ -345,3 +345,22 @@ def test_toolgym_serve_tools_runs_the_server_with_its_options():
         proc.terminate()
         proc.wait(10)
     assert b"tool_server_url=http://127.0.0.1" in proc.stderr.read()
+
+
+def test_the_verl_tool_and_tool_routes_are_answered_directly_and_still_documented(client):
+    """``/get_observation`` and ``/tools/{name}`` are served by the direct routes (pydantic reads the body, no
+    FastAPI dependency solving: the tool server bench's profile), first in the router; FastAPI's typed routes
+    stay behind them, so the OpenAPI schema still documents both bodies."""
+    from fastapi.routing import APIRoute
+
+    routes = client.app.router.routes
+    first = {r.path: r for r in reversed(routes) if getattr(r, "path", None)}  # the first route of each path
+    for path in ("/get_observation", "/tools/calculator"):
+        assert not isinstance(first[path], APIRoute), path
+        assert any(isinstance(r, APIRoute) and r.path == path for r in routes), path
+    schema = client.get("/openapi.json").json()
+    assert "ObservationRequest" in schema["components"]["schemas"]
+    assert {"/get_observation", "/tools/calculator"} <= set(schema["paths"])
+    # a bad body gets FastAPI's 422, located in the body
+    reply = client.post("/get_observation", content=b"not json", headers={"content-type": "application/json"})
+    assert reply.status_code == 422 and reply.json()["detail"][0]["loc"][0] == "body"

@@ -219,8 +219,8 @@ def create_app(config: ToolServerConfig | None = None, *, sandbox: Any = None) -
         if n > config.max_batch:
             raise HTTPException(422, f"{n} {what} in one request; the limit is {config.max_batch} (split it)")
 
-    @app.post("/get_observation", response_model=ObservationResponse)
-    async def get_observation(request: ObservationRequest) -> Response:
+    async def observe(request: ObservationRequest) -> Response:
+        """verl-tool's batch: each trajectory's action parsed, run in its session and rendered."""
         check_batch(len(request.trajectory_ids), "trajectories")
         started = time.perf_counter()
         await runtime.maybe_sweep()
@@ -241,6 +241,16 @@ def create_app(config: ToolServerConfig | None = None, *, sandbox: Any = None) -
         )
         # written by pydantic directly: FastAPI would validate the model it was just built from again
         return Response(answer.model_dump_json(), media_type="application/json")
+
+    @app.post("/get_observation", response_model=ObservationResponse)
+    async def get_observation(request: ObservationRequest) -> Response:
+        return await observe(request)
+
+    # what serves it: the same contract read with pydantic directly, without FastAPI's dependency solving
+    # (the route above stays for the OpenAPI schema; this one, first, answers), as for /tools/{name}
+    app.router.routes.insert(
+        0, Route("/get_observation", _direct(ObservationRequest, observe), methods=["POST"])
+    )
 
     @app.get("/tools")
     async def list_tools() -> dict[str, list[ToolInfo]]:
@@ -360,12 +370,7 @@ def _direct_endpoint(
         try:
             args = args_model.model_validate_json(await request.body())
         except ValidationError as exc:
-            errors = [{**e, "loc": ["body", *e["loc"]]} for e in exc.errors(include_url=False)]
-            for error in errors:  # a body that is not JSON comes back as its (lossy) text
-                raw = error.get("input")
-                if isinstance(raw, bytes):
-                    error["input"] = raw.decode("utf-8", "replace")
-            return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+            return _unprocessable(exc)
         await runtime.maybe_sweep()
         try:
             result = await runtime.call(
@@ -375,6 +380,35 @@ def _direct_endpoint(
             busy = refuse_busy(exc)
             return JSONResponse({"detail": busy.detail}, status_code=busy.status_code, headers=busy.headers)
         return Response(_capped(result).model_dump_json(), media_type="application/json")
+
+    return endpoint
+
+
+def _unprocessable(exc: ValidationError) -> JSONResponse:
+    """FastAPI's 422 for a body that does not validate (the body's location prefixed, bytes as text)."""
+    errors = [{**e, "loc": ["body", *e["loc"]]} for e in exc.errors(include_url=False)]
+    for error in errors:  # a body that is not JSON comes back as its (lossy) text
+        raw = error.get("input")
+        if isinstance(raw, bytes):
+            error["input"] = raw.decode("utf-8", "replace")
+    return JSONResponse({"detail": jsonable_encoder(errors)}, status_code=422)
+
+
+def _direct(
+    model: type[BaseModel], handle: Callable[[Any], Awaitable[Response]]
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route's body read as ``model`` with pydantic directly and handed to ``handle``; FastAPI's 422 for a
+    bad body, and an ``HTTPException`` from ``handle`` answered as FastAPI would."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = model.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return _unprocessable(exc)
+        try:
+            return await handle(body)
+        except HTTPException as exc:
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     return endpoint
 
