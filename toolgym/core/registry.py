@@ -225,31 +225,36 @@ def load_plugins() -> None:
 
     found = entry_points()  # one scan of the installed distributions for all of toolgym's groups
     for ep in found.select(group=CATALOGUE_GROUP):
-        key = f"{CATALOGUE_GROUP}:{ep.name}"
-        if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
-            continue
-        try:
-            table = ep.load()
-            register_catalogue(getattr(table, "ENVS", {}), getattr(table, "TOOLS", {}), plugin=key)
-        except Exception as exc:
-            PLUGIN_ERRORS[key] = f"{type(exc).__name__}: {exc}"
-            warnings.warn(f"toolgym plugin {key} ({ep.value}) failed to load: {exc}", stacklevel=2)
-        else:
-            LOADED_PLUGINS.append(key)
+        _load_plugin(
+            f"{CATALOGUE_GROUP}:{ep.name}",
+            ep,
+            lambda table, key: register_catalogue(
+                getattr(table, "ENVS", {}), getattr(table, "TOOLS", {}), plugin=key
+            ),
+        )
     for group in PLUGIN_GROUPS:
         for ep in found.select(group=group):
-            key = f"{group}:{ep.name}"
-            if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
-                continue
-            try:
-                loaded = ep.load()
-                if callable(loaded) and not isinstance(loaded, type):
-                    loaded()
-            except Exception as exc:
-                PLUGIN_ERRORS[key] = f"{type(exc).__name__}: {exc}"
-                warnings.warn(f"toolgym plugin {key} ({ep.value}) failed to load: {exc}", stacklevel=2)
-            else:
-                LOADED_PLUGINS.append(key)
+            _load_plugin(f"{group}:{ep.name}", ep, _call_registrar)
+
+
+def _call_registrar(loaded: Any, key: str) -> None:
+    """An older-form plugin's entry point: a module (imported: it registers) or a function to call."""
+    if callable(loaded) and not isinstance(loaded, type):
+        loaded()
+
+
+def _load_plugin(key: str, ep: Any, use: Callable[[Any, str], None]) -> None:
+    """Load one entry point once and ``use`` what it names; a failure is kept in ``PLUGIN_ERRORS`` (and
+    warned about), never raised: one broken plugin must not break ``import toolgym``."""
+    if key in LOADED_PLUGINS or key in PLUGIN_ERRORS:
+        return
+    try:
+        use(ep.load(), key)
+    except Exception as exc:
+        PLUGIN_ERRORS[key] = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"toolgym plugin {key} ({ep.value}) failed to load: {exc}", stacklevel=3)
+    else:
+        LOADED_PLUGINS.append(key)
 
 
 def _qualname(fn: Callable[..., Any]) -> str:
