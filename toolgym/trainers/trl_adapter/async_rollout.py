@@ -17,7 +17,9 @@ its own rollouts). :class:`ToolgymRolloutLoop` is such a subclass, in one of two
   ``/v1/completions`` client: the tokens as sampled, the observation tokens with mask 0, the verifier's
   reward. This is what ``make_rollout_func`` does for the synchronous ``GRPOTrainer``, and what ``toolgym
   train --trainer trl`` runs with ``mode: async``. The rows are ``prompt_dataset`` rows (each prompt carries
-  its episode key).
+  its episode key). An env whose verifier judges groups (``verify_group``) has its judge deferred while a
+  sample plays, and the group's samples are judged together in ``_score_group``, where TRL hands the loop
+  the finished group.
 
 Either way a sample whose verifier failed, or (episodes) whose episode failed, has reward ``None``: TRL gives
 it advantage 0, and it is counted (``toolgym/untrainable``), never trained as a 0. Each trained sample carries
@@ -47,11 +49,12 @@ from trl.experimental.async_grpo.async_rollout_worker import (
     _AsyncRolloutLoop,
 )
 
+from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
 from toolgym.rollout.episode import RolloutConfig
-from toolgym.rollout.group_judge import play_for_group
+from toolgym.rollout.group_judge import GroupVerifier, judge_group, play_for_group
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
 from toolgym.rollout.keys import EnvFactory, EnvSource, check_env_ids, env_requests
 from toolgym.rollout.samples import TrainerSample, filler_token_id, sampling_from, trainer_sample
@@ -92,6 +95,18 @@ class EpisodeSettings:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class _AwaitingGroup:
+    """An episode of a group-judged env, played with its judge deferred: judged with its group's others when
+    TRL hands the loop the whole group (``_score_group``)."""
+
+    traj: Trajectory
+    judge: GroupVerifier
+    task: Task | None
+    rollout_id: str
+    config: RolloutConfig
+
+
 class ToolgymRolloutLoop(_AsyncRolloutLoop):
     """TRL's async rollout loop, scoring toolgym envs with their verifiers (see the module docstring).
 
@@ -125,6 +140,8 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
             )
         #: per conversation played (by the id of its completion list): the toolgym metrics of its samples
         self._infos: dict[int, dict[str, float]] = {}
+        #: per conversation of a group-judged env (by the id of its completion list): awaiting its group
+        self._awaiting: dict[int, _AwaitingGroup] = {}
         self._host: EpisodeHost | None = None
         self._client: LLMClient | None = None
         self._renderer: ChatRenderer | None = None
@@ -172,37 +189,18 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
         key = key_of_prompt(prompt)
         host, client, renderer, config = self._episode_setup()
         rollout_id = uuid.uuid4().hex
-        traj, _, _ = await play_for_group(
+        traj, judge, task = await play_for_group(
             host,
             key,
             client,
             renderer,
             config,
-            group=False,  # a group-judged env is judged sample by sample here
+            group=True,  # a group-judged env's episodes are judged with their group's, in _score_group
             request_id=f"trl-async-{rollout_id}",
             sampling_seed=random.getrandbits(31),
         )
         self._check_failures(traj)
-        sample = trainer_sample(
-            traj,
-            filler_id=filler_token_id(renderer.tokenizer),
-            exclude_infra_errors=self.settings.exclude_infra_errors,
-            max_prompt_tokens=config.max_prompt_tokens,
-        )
-        mask = self.completion_mask(sample, traj)
-        sequences = []
-        if any(mask):
-            if sample.logprobs is None:
-                raise RuntimeError("the vLLM server returned no logprobs; TRL's loss needs the sampled ones")
-            n = len(sample.prompt_ids)
-            sequences.append(
-                TrainingSequence(
-                    input_ids=sample.prompt_ids + sample.response_ids,
-                    completion_mask=[0] * n + mask,
-                    old_log_probs=[0.0] * n + sample.logprobs,
-                    rollout_id=rollout_id,
-                )
-            )
+        sample, sequences = self._training(traj, rollout_id, config)
         completion = _completion_messages(traj, renderer, sample.response_ids)
         self._push_rollout_metrics(
             turns=traj.num_turns,
@@ -213,10 +211,68 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
             duration_s=time.monotonic() - started,
         )
         passed = traj.verdict is not None and traj.verdict.passed
+        awaiting = judge is not None and traj.error is None
+        if awaiting:
+            assert judge is not None
+            self._awaiting[id(completion)] = _AwaitingGroup(traj, judge, task, rollout_id, config)
         self._record(
-            completion, passed=passed, turns=traj.num_turns, tool_calls=traj.tool_calls, reward=sample.reward
+            completion,
+            passed=passed,
+            turns=traj.num_turns,
+            tool_calls=traj.tool_calls,
+            reward=sample.reward,
+            count=not awaiting,
         )
         return completion, sample.response_ids, sequences, traj.tool_calls, traj.tool_errors, sample.reward
+
+    def _training(
+        self, traj: Trajectory, rollout_id: str, config: RolloutConfig
+    ) -> tuple[TrainerSample, list[TrainingSequence]]:
+        """The episode as a trainer sample, and the sequence TRL trains on (none when nothing is trainable:
+        a failed episode, or one whose verdict awaits its group)."""
+        assert self._renderer is not None
+        sample = trainer_sample(
+            traj,
+            filler_id=filler_token_id(self._renderer.tokenizer),
+            exclude_infra_errors=self.settings.exclude_infra_errors,
+            max_prompt_tokens=config.max_prompt_tokens,
+        )
+        mask = self.completion_mask(sample, traj)
+        if not any(mask):
+            return sample, []
+        if sample.logprobs is None:
+            raise RuntimeError("the vLLM server returned no logprobs; TRL's loss needs the sampled ones")
+        n = len(sample.prompt_ids)
+        sequence = TrainingSequence(
+            input_ids=sample.prompt_ids + sample.response_ids,
+            completion_mask=[0] * n + mask,
+            old_log_probs=[0.0] * n + sample.logprobs,
+            rollout_id=rollout_id,
+        )
+        return sample, [sequence]
+
+    async def _judge_awaiting(self, group: RolloutGroup) -> None:
+        """Judge the group's episodes that await their group's judge in one ``verify_group`` call (the
+        group's rows are one task), and put each verdict in place: its reward in the group's rollout
+        rewards, its training sequence (built now: an episode awaiting its verdict is untrainable until
+        then), its ``toolgym/passed``, and its count in ``toolgym/untrainable``."""
+        waiting = [
+            (i, self._awaiting.pop(id(completion)))
+            for i, completion in enumerate(group.completions)
+            if id(completion) in self._awaiting
+        ]
+        if not waiting:
+            return
+        first = waiting[0][1]
+        task = first.task if first.task is not None else Task(id=first.traj.task_id, prompt="")
+        judged = await asyncio.to_thread(judge_group, first.judge, task, [w.traj for _, w in waiting])
+        for (i, awaiting), traj in zip(waiting, judged, strict=True):
+            sample, sequences = self._training(traj, awaiting.rollout_id, awaiting.config)
+            group.completions_sequences[i] = sequences
+            group.rollout_rewards[i] = sample.reward
+            info = self._infos.setdefault(id(group.completions[i]), {})
+            info["toolgym/passed"] = float(traj.verdict is not None and traj.verdict.passed)
+            self._count(sample.reward)
 
     def _check_failures(self, traj: Trajectory) -> None:
         """A failed episode is trained on as untrainable (reward ``None``, nothing queued); when every episode
@@ -278,18 +334,25 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
         turns: int,
         tool_calls: int,
         reward: float | None,
+        count: bool = True,
     ) -> None:
-        """Keep the conversation's toolgym metrics for its samples, and count it (untrainable or not)."""
+        """Keep the conversation's toolgym metrics for its samples, and count it (untrainable or not; one
+        awaiting its group's judge is counted when judged)."""
         self._infos[id(completion)] = {
             "toolgym/passed": float(passed),
             "toolgym/turns": float(turns),
             "toolgym/tool_calls": float(tool_calls),
         }
+        if count:
+            self._count(reward)
+
+    def _count(self, reward: float | None) -> None:
         rate = self._rates["toolgym/untrainable"]
         rate[0] += float(reward is None)
         rate[1] += 1.0
 
     async def _score_group(self, group: RolloutGroup) -> list[RolloutSample]:
+        await self._judge_awaiting(group)
         samples = await super()._score_group(group)
         for sample in samples:
             sample.metrics.update(self._infos.get(id(sample.completion), {}))
