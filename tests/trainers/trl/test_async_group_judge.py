@@ -1,7 +1,7 @@
 """TRL's asynchronous trainer with toolgym's episodes (``env=``) on an env whose judge ranks a GRPO group's
 answers together (``Report-v0`` with ``judge: {group: true}``): each sample plays with the judge deferred,
 and when TRL hands the loop the finished group (``_score_group``) the group is judged in one call, each
-sample trained on its own verdict.
+sample trained on its own verdict. The episode dump (``dump_every``) gets each episode with that verdict.
 
 The loop's episode path runs for real (``_play_episode``: toolgym's runner, the group's three samples of one
 row) against a scripted policy and the scripted judge (``reference_overlap``: 10 per criterion when the
@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
 from trl.experimental.async_grpo.async_rollout_worker import RolloutGroup
 
 from toolgym.rollout import EnvRequest
+from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.host import EpisodeHost
 from toolgym.rollout.models import make_renderer
 from toolgym.testing.judge_server import scripted_judge
 from toolgym.testing.scripted import ScriptedClient, oracle_script, script_texts
 from toolgym.trainers.trl_adapter import prompt_dataset
 from toolgym.trainers.trl_adapter.async_rollout import EpisodeSettings, ToolgymRolloutLoop
+from toolgym.viewer import load
 
 ENV = "toolgym/Report-v0"
 GROUP = 3
@@ -57,7 +60,7 @@ def _policy(env: gym.Env):
     return policy
 
 
-def _loop(request: EnvRequest, renderer) -> ToolgymRolloutLoop:
+def _loop(request: EnvRequest, renderer, dump: DumpSettings) -> ToolgymRolloutLoop:
     loop = ToolgymRolloutLoop.__new__(ToolgymRolloutLoop)
     loop.settings = EpisodeSettings(env=[request])
     loop.episodes = True
@@ -70,16 +73,18 @@ def _loop(request: EnvRequest, renderer) -> ToolgymRolloutLoop:
     loop._rates = defaultdict(lambda: [0.0, 0.0])
     loop._failed_in_a_row, loop.max_failed_in_a_row = 0, 10
     loop._push_rollout_metrics = lambda **metrics: None  # TRL's queue to the trainer
+    loop._model_version_value = SimpleNamespace(value=4)  # the weights version (TRL's shared value)
+    loop._dump = EpisodeDump(dump, trainer="trl")
     return loop
 
 
-def test_a_group_judged_envs_samples_are_judged_together_when_trl_scores_the_group(judge):
+def test_a_group_judged_envs_samples_are_judged_together_when_trl_scores_the_group(judge, tmp_path):
     renderer = make_renderer("tiny")
     request = EnvRequest(
         id=ENV, kwargs={"judge": {"base_url": judge.url, "model": "scripted", "group": True}}
     )
     (row,) = prompt_dataset([request], 1, seed=0)
-    loop = _loop(request, renderer)
+    loop = _loop(request, renderer, DumpSettings(directory=str(tmp_path / "episodes"), every=2, episodes=8))
     try:
 
         async def play_group() -> RolloutGroup:
@@ -104,6 +109,7 @@ def test_a_group_judged_envs_samples_are_judged_together_when_trl_scores_the_gro
         assert judge.count == 0
         assert group.rollout_rewards == [None] * GROUP and group.completions_sequences == [[]] * GROUP
         assert len(loop._awaiting) == GROUP and loop._rates["toolgym/untrainable"] == [0.0, 0.0]
+        assert not (tmp_path / "episodes").exists()  # nothing dumped before the verdicts
 
         asyncio.run(loop._judge_awaiting(group))
         # one call for the group: the two answers past the gate, numbered in one prompt
@@ -116,5 +122,10 @@ def test_a_group_judged_envs_samples_are_judged_together_when_trl_scores_the_gro
             assert any(sequence.completion_mask) and len(sequence.old_log_probs) == len(sequence.input_ids)
             assert "toolgym/passed" in loop._infos[id(completion)]
         assert loop._infos[id(group.completions[0])]["toolgym/passed"] == 1.0
+        # the dump has each episode with its group verdict, at the weights version that played it
+        dumped = load(tmp_path / "episodes")
+        assert [e.step for e in dumped.episodes] == [4] * GROUP and all(e.trained for e in dumped.episodes)
+        assert [e.trajectory.reward for e in dumped.episodes] == [1.0, pytest.approx(0.2), 0.0]
+        assert dumped.episodes[0].trajectory.verdict.details["group_size"] == 2
     finally:
         loop._host.close()

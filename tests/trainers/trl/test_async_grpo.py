@@ -222,14 +222,13 @@ def test_the_async_example_is_accepted_by_trls_async_config(tmp_path, capsys):
     [
         ("mode: async\nkl_coef: 0.1\n", "kl_coef: not with mode: async"),
         ("mode: async\nuse_vllm: true\n", "use_vllm: not with mode: async"),
-        ("mode: async\ndump_every: 2\n", "dump_every: not with mode: async"),
         ("max_staleness: 2\n", "max_staleness: only for mode: async"),
         (
             "mode: async\ntrl_args: {max_stalenes: 2}\n",
             "not a AsyncGRPOConfig field; did you mean max_staleness",
         ),
     ],
-    ids=["kl", "use-vllm", "dump", "sync-staleness", "async-typo"],
+    ids=["kl", "use-vllm", "sync-staleness", "async-typo"],
 )
 def test_a_bad_async_config_fails_the_dry_run_with_the_fix(tmp_path, capsys, text, expected):
     path = tmp_path / "run.yaml"

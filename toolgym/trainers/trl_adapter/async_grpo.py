@@ -58,6 +58,7 @@ from trl.experimental.async_grpo.async_grpo_trainer import AsyncGRPOTrainer
 from trl.experimental.async_grpo.packing import TREE_ATTENTION
 from trl.experimental.async_grpo.vllm_client import VLLMClient
 
+from toolgym.rollout.dump import DumpSettings
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES
 from toolgym.rollout.keys import EnvSource
 from toolgym.trainers.trl_adapter.async_rollout import VERSION_KEY, EpisodeSettings, ToolgymRolloutLoop
@@ -91,6 +92,8 @@ class ToolgymAsyncGRPOTrainer(AsyncGRPOTrainer):
             spawned process).
         weight_transfer: TRL's ``weight_transfer``; default: TRL's NCCL transfer with CUDA, else
             :class:`FileWeightTransfer`.
+        dump: ``env`` mode: write a sample of the episodes every ``dump.every`` weight versions, as
+            ``toolgym view`` reads them (the rollout process writes its own file).
 
     ``reward_funcs`` are optional: the verifier's reward is the ``toolgym`` column; any others are added to it
     (TRL sums the columns). ``stale_dropped`` counts the samples dropped as stale so far, ``stale_trained``
@@ -116,6 +119,7 @@ class ToolgymAsyncGRPOTrainer(AsyncGRPOTrainer):
         exclude_infra_errors: bool = True,
         rollout_loop: type[ToolgymRolloutLoop] = ToolgymRolloutLoop,
         weight_transfer: Any = None,
+        dump: DumpSettings | None = None,
     ):
         if (env is None) == (environment_factory is None):
             raise ValueError(
@@ -173,6 +177,7 @@ class ToolgymAsyncGRPOTrainer(AsyncGRPOTrainer):
                 max_prompt_tokens=max_prompt_tokens,
                 max_concurrent_episodes=max_concurrent_episodes,
                 exclude_infra_errors=exclude_infra_errors,
+                dump=dump,
                 chat_template_kwargs=dict(args.chat_template_kwargs or {}),
             )
         self.add_callback(_StaleSummary(self))

@@ -53,6 +53,7 @@ from toolgym.core.task import Task
 from toolgym.core.types import Trajectory
 from toolgym.rollout.chat import ChatRenderer
 from toolgym.rollout.clients.base import LLMClient
+from toolgym.rollout.dump import DumpSettings, EpisodeDump
 from toolgym.rollout.episode import RolloutConfig
 from toolgym.rollout.group_judge import GroupVerifier, judge_group, play_for_group
 from toolgym.rollout.host import DEFAULT_MAX_CONCURRENT_EPISODES, EpisodeHost
@@ -93,6 +94,9 @@ class EpisodeSettings:
     max_concurrent_episodes: int = DEFAULT_MAX_CONCURRENT_EPISODES
     exclude_infra_errors: bool = True
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: episodes mode: write a sample of the episodes every ``dump.every`` weight versions (what
+    #: ``toolgym view`` reads; the step of a dumped episode is the version of the weights that played it)
+    dump: DumpSettings | None = None
 
 
 @dataclass
@@ -142,6 +146,7 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
         self._infos: dict[int, dict[str, float]] = {}
         #: per conversation of a group-judged env (by the id of its completion list): awaiting its group
         self._awaiting: dict[int, _AwaitingGroup] = {}
+        self._dump = EpisodeDump(self.settings.dump, trainer="trl") if self.settings.dump else None
         self._host: EpisodeHost | None = None
         self._client: LLMClient | None = None
         self._renderer: ChatRenderer | None = None
@@ -215,6 +220,8 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
         if awaiting:
             assert judge is not None
             self._awaiting[id(completion)] = _AwaitingGroup(traj, judge, task, rollout_id, config)
+        else:
+            self._offer(traj, trained=bool(sequences))
         self._record(
             completion,
             passed=passed,
@@ -273,6 +280,12 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
             info = self._infos.setdefault(id(group.completions[i]), {})
             info["toolgym/passed"] = float(traj.verdict is not None and traj.verdict.passed)
             self._count(sample.reward)
+            self._offer(traj, trained=bool(sequences))
+
+    def _offer(self, traj: Trajectory, *, trained: bool) -> None:
+        """Offer an episode, with its final verdict, to the dump (the weights version is its step)."""
+        if self._dump is not None:
+            self._dump.offer(self.model_version, traj, trained=trained)
 
     def _check_failures(self, traj: Trajectory) -> None:
         """A failed episode is trained on as untrainable (reward ``None``, nothing queued); when every episode

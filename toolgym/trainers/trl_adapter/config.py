@@ -132,7 +132,6 @@ class TRLTrainConfig(JudgeConfig, AgentConfig):
                 "async mode always generates on the vLLM server at vllm_server_url: drop use_vllm",
             ),
             "agent": (self.agent is not None, "agent programs train with mode: sync"),
-            "dump_every": (self.dump_every is not None, "episode dumps are written in mode: sync only"),
         }
         for name, (bad, why) in unsupported.items():
             if bad:

@@ -239,6 +239,7 @@ def build_async_trainer(cfg: TRLTrainConfig, run_dir: Path, callbacks: list[Any]
         max_tokens_per_turn=cfg.max_tokens_per_turn,
         max_prompt_tokens=cfg.max_prompt_length,
         max_concurrent_episodes=cfg.max_concurrent_episodes,
+        dump=episode_dump(cfg, run_dir),
     )
     trainer.remove_callback(PrinterCallback)
     return trainer
