@@ -120,37 +120,44 @@ class _Forward:
         from transformers import AutoModelForCausalLM
 
         self.torch = torch
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
+        self.base = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32).eval()
         self.weights, self.problems = weights, problems
-        self.loaded: int | None = None
+        #: one model per version, its weights loaded once (the tiny model: a few MiB each)
+        self.models: dict[int, Any] = {}
         self.cache: dict[tuple[int, tuple[int, ...]], list[float]] = {}
+        self._others: dict[int, list[int]] = {}
 
     def other_weights(self, version: int) -> list[int]:
         """The versions whose weights differ from ``version``'s (a sync before any update resends them)."""
-        own = self.weights.get(version, {})
-        return [
-            v
-            for v, weights in self.weights.items()
-            if weights.keys() != own.keys()
-            or not all(self.torch.equal(weights[name], own[name]) for name in own)
-        ]
+        if version not in self._others:
+            own = self.weights.get(version, {})
+            self._others[version] = [
+                v
+                for v, weights in self.weights.items()
+                if weights.keys() != own.keys()
+                or not all(self.torch.equal(weights[name], own[name]) for name in own)
+            ]
+        return self._others[version]
+
+    def _model(self, version: int) -> Any:
+        if version not in self.models:
+            model = copy.deepcopy(self.base)
+            state = {name: t.float() for name, t in self.weights[version].items()}
+            result = model.load_state_dict(state, strict=False)
+            if result.unexpected_keys:
+                self.problems.append(
+                    f"version {version}'s weights have names the model lacks: {result.unexpected_keys[:3]}"
+                )
+            self.models[version] = model
+        return self.models[version]
 
     def logprobs(self, version: int, tokens: list[int]) -> list[float] | None:
         key = (version, tuple(tokens))
         if key not in self.cache:
             if version not in self.weights:
                 return None
-            if self.loaded != version:
-                state = {name: t.float() for name, t in self.weights[version].items()}
-                result = self.model.load_state_dict(state, strict=False)
-                if result.unexpected_keys:
-                    self.problems.append(
-                        f"version {version}'s weights have names the model lacks: "
-                        f"{result.unexpected_keys[:3]}"
-                    )
-                self.loaded = version
             with self.torch.no_grad():
-                logits = self.model(self.torch.tensor([tokens])).logits[0].float()
+                logits = self._model(version)(self.torch.tensor([tokens])).logits[0].float()
             table = self.torch.log_softmax(logits, dim=-1)
             # position i's token is predicted at i - 1; position 0 has no prediction
             self.cache[key] = [math.nan] + [float(table[i - 1, tokens[i]]) for i in range(1, len(tokens))]
@@ -333,10 +340,9 @@ def _wrong_label(events: list[dict[str, Any]]) -> None:
 
 
 def _replica_holds_other_weights(events: list[dict[str, Any]]) -> None:
+    last = max(e["version"] for e in events if e["kind"] == "sync_received")
     for event in events:
-        if event["kind"] == "sync_received" and event["version"] == max(
-            e["version"] for e in events if e["kind"] == "sync_received"
-        ):
+        if event["kind"] == "sync_received" and event["version"] == last:
             name = sorted(event["parameters"])[0]
             event["parameters"][name] += 1e-3
             return
