@@ -93,8 +93,11 @@ HELPER = textwrap.dedent(
     argv = [python, "-c", cfg["probe"], json.dumps(cfg["args"])]
     if cfg.get("pytest"):  # the red-team suite itself, run in this setup
         # a temp root of this run's own: pytest's default (/tmp/pytest-of-<user>) is "pytest-of-unknown" for a
-        # uid without a name, shared by every such uid on the machine, and pytest refuses one it does not own
-        argv = [python, "-m", "pytest", f"--basetemp=/tmp/toolgym-setup-{os.getpid()}", *cfg["pytest"]]
+        # uid without a name, shared by every such uid on the machine, and pytest refuses one it does not own;
+        # random, not the pid alone: a run killed earlier leaves its root behind, and a reused pid then met
+        # another uid's directory that pytest could neither clear nor create (FileExistsError)
+        basetemp = f"/tmp/toolgym-setup-{os.getpid()}-{os.urandom(6).hex()}"
+        argv = [python, "-m", "pytest", f"--basetemp={basetemp}", *cfg["pytest"]]
         os.chdir(cfg["project"])
     if cfg.get("user"):
         os.setgroups([])
