@@ -12,8 +12,9 @@
   sent, and what the trainer sent is its policy after some update (the train events' checksums).
 
 ``plant`` makes the faults a broken trainer would have (a shifted mask, a swapped token, logprobs one
-position off, a wrong version label, a replica holding other weights), so a test can show the check fails on
-each. ``tests/trainers/verl/test_train_async_cpu.py`` runs it on verl's one-step-off and fully-async runs.
+position off, a wrong version label, a replica holding other weights; in a run with partial rollouts, a
+resumed generation labelled with the version it began under), so a test can show the check fails on each.
+``tests/trainers/verl/test_train_async_cpu.py`` runs it on verl's one-step-off and fully-async runs.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class TokenCheck:
     versions: dict[int, int] = field(default_factory=dict)
     #: episodes a sync aborted part-way whose generation resumed (more than one attempt for one turn)
     resumed_episodes: int = 0
+    #: trained rows whose sampled tokens carry more than one version label (a sync cut a generation short
+    #: and it resumed under the new weights), per training call
+    mixed_rows: dict[int, int] = field(default_factory=dict)
     #: the largest |fresh forward - vLLM's logprob| with the token's own version's weights
     max_own_error: float = 0.0
     #: of the sampled tokens, how many every other synced weights (that differ from their own) would put
@@ -217,6 +221,8 @@ def _check_row(
             f"(mask {list(mask[:length])}, sampled at {sorted(sampled)})"
         )
     report.rows += 1
+    if len({version for _, version in sampled.values()}) > 1:
+        report.mixed_rows[call] = report.mixed_rows.get(call, 0) + 1
     report.sampled_tokens += len(sampled)
     report.versions_by_call.setdefault(call, []).extend(version for _, version in sampled.values())
     for position, (logprob, version) in sorted(sampled.items()):
@@ -348,6 +354,19 @@ def _replica_holds_other_weights(events: list[dict[str, Any]]) -> None:
             return
 
 
+def _resumed_keeps_first_label(events: list[dict[str, Any]]) -> None:
+    """A client that labels a resumed generation with the version it began under (every token the old one)."""
+    by_request: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        if event["kind"] == "attempt":
+            by_request.setdefault(event["request"], []).append(event)
+    resumed = [a for a in by_request.values() if any(e["stop_reason"] in ("aborted", "abort") for e in a)]
+    assert resumed, "no generation in this run was cut short and resumed"
+    for attempts in resumed:
+        for attempt in attempts[1:]:
+            attempt["version"] = attempts[0]["version"]
+
+
 #: a fault's name: how it breaks a copy of a run's events
 FAULTS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
     "mask shifted by one": _shift_mask,
@@ -356,13 +375,26 @@ FAULTS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
     "version labels naming the next sync": _wrong_label,
     "the replica holding other weights": _replica_holds_other_weights,
 }
+#: faults only a run with a generation cut short by a sync can have (verl's partial rollouts)
+PARTIAL_FAULTS: dict[str, Callable[[list[dict[str, Any]]], None]] = {
+    "a resumed generation labelled with the version it began under": _resumed_keeps_first_label,
+}
 
 
 def plant(events: list[dict[str, Any]], fault: str) -> list[dict[str, Any]]:
-    """A copy of ``events`` with ``fault`` (a key of ``FAULTS``) planted."""
+    """A copy of ``events`` with ``fault`` (a key of ``FAULTS`` or ``PARTIAL_FAULTS``) planted."""
     broken = copy.deepcopy(events)
-    FAULTS[fault](broken)
+    {**FAULTS, **PARTIAL_FAULTS}[fault](broken)
     return broken
 
 
-__all__ = ["FAULTS", "LOGPROB_TOLERANCE", "TokenCheck", "check_run", "check_tokens", "load_run", "plant"]
+__all__ = [
+    "FAULTS",
+    "LOGPROB_TOLERANCE",
+    "PARTIAL_FAULTS",
+    "TokenCheck",
+    "check_run",
+    "check_tokens",
+    "load_run",
+    "plant",
+]

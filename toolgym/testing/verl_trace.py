@@ -28,8 +28,18 @@ With ``tokens=True`` (``TOOLGYM_VERL_TRACE_TOKENS=1``) the trace also keeps what
   saves the weights it sent (``weights-<label>.pt``), so a fresh forward pass can recompute what each
   version's sampled tokens' logprobs must be.
 
+With ``force_partial_after=N`` (on top of ``tokens``) the run is made to cut a generation short with a weight
+sync and resume it under the new weights, as verl's partial rollouts do when a sync lands while the rollout
+runs ahead, and so that the cut episode is trained on: the episodes after the first ``N`` (the first training
+step's; the rollout runs ahead of it) wait before their first generation until the first sync after an
+update begins (``CheckpointEngineManager.update_weights``, in the trainer); that sync waits until one of them
+is in flight in vLLM and the engine has taken ``FORCE_STEPS`` decode steps since, then goes on; its abort
+cuts the generation short, and toolgym's client resumes it under the new weights. The engine must decode
+slowly enough for the abort to land before the generation ends (``toolgym.testing.slow_decode``, which counts
+its steps into the trace directory). A ``sync_held`` event says what the sync waited for.
+
 Nothing changes unless ``TOOLGYM_VERL_TRACE`` names a directory; the wrappers add a gather of the weights per
-update (test sizes only) and never alter what they wrap.
+update (test sizes only) and never alter what they wrap (a forced partial rollout only delays a sync).
 """
 
 from __future__ import annotations
@@ -49,21 +59,69 @@ import numpy as np
 
 TRACE_ENV = "TOOLGYM_VERL_TRACE"
 TOKENS_ENV = "TOOLGYM_VERL_TRACE_TOKENS"
+FORCE_PARTIAL_ENV = "TOOLGYM_VERL_TRACE_FORCE_PARTIAL_AFTER"
+#: the file ``toolgym.testing.slow_decode`` writes its decode steps into (``decode_steps`` reads it)
+COUNTER_ENV = "TOOLGYM_SLOW_DECODE_COUNTER"
 MODULE = __name__
+#: how long a forced sync waits for a generation in flight, and a held episode for that sync, before giving
+#: up (the run goes on unforced, and a test of the partial rollout fails instead of hanging)
+HOLD_S = 180.0
+#: decode steps the engine takes after a generation is in flight before the forced sync goes on: the first
+#: samples its first token (prefill), the second one more, so the cut generation has tokens of the old weights
+FORCE_STEPS = 2
 
 
-def trace_env(directory: str | os.PathLike, *, tokens: bool = False) -> dict[str, str]:
+def trace_env(
+    directory: str | os.PathLike, *, tokens: bool = False, force_partial_after: int | None = None
+) -> dict[str, str]:
     """The environment that makes a ``toolgym train`` run (and every Ray process in it) write its trace into
     ``directory``: pass it to the launcher's process. ``tokens``: keep the tokens, logprobs and synced weights
-    too (the module docstring)."""
+    too; ``force_partial_after``: make the first sync after an update cut short a generation of the episodes
+    after that many (with ``tokens``; the run's engine must decode slowly, ``toolgym.testing.slow_decode``).
+    The module docstring says more."""
     from toolgym.trainers.verl_adapter import verl_modules_env
 
     env = {TRACE_ENV: str(directory), **verl_modules_env(MODULE)}
-    return {**env, TOKENS_ENV: "1"} if tokens else env
+    if tokens:
+        env[TOKENS_ENV] = "1"
+    if force_partial_after is not None:
+        env[FORCE_PARTIAL_ENV] = str(force_partial_after)
+        env[COUNTER_ENV] = str(Path(directory) / "decode-steps")
+    return env
 
 
 def _tokens_on() -> bool:
     return os.environ.get(TOKENS_ENV) == "1"
+
+
+def _forcing_partial() -> bool:
+    return _tokens_on() and os.environ.get(FORCE_PARTIAL_ENV, "").isdigit()
+
+
+def _in_flight_dir() -> Path:
+    return Path(os.environ[TRACE_ENV]) / "in-flight"
+
+
+def _sync_begun() -> Path:
+    """Written by the first sync after an update when it begins (a forced partial rollout)."""
+    return Path(os.environ[TRACE_ENV]) / "sync-begun"
+
+
+#: request ids in the order their first generation was asked for (a forced partial rollout)
+_requests: list[str] = []
+
+
+async def _hold_run_ahead(request_id: str) -> None:
+    """An episode after the first ``FORCE_PARTIAL_ENV`` waits until the first sync after an update begins."""
+    import asyncio
+
+    if request_id not in _requests:
+        _requests.append(request_id)
+    if _requests.index(request_id) < int(os.environ[FORCE_PARTIAL_ENV]):
+        return
+    start = time.time()
+    while not _sync_begun().exists() and time.time() - start < HOLD_S:
+        await asyncio.sleep(0.02)
 
 
 def read_trace(directory: str | os.PathLike) -> list[dict[str, Any]]:
@@ -78,6 +136,7 @@ def read_trace(directory: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 _calls = itertools.count()
+_markers = itertools.count()
 
 
 def _write(kind: str, **fields: Any) -> None:
@@ -205,8 +264,18 @@ def _trace_attempts(module: types.ModuleType) -> None:
         attempt = original(server)
 
         async def traced(request_id, **kwargs):
+            marker = None
+            if _forcing_partial():
+                await _hold_run_ahead(str(request_id))
+                marker = _in_flight_dir() / f"{os.getpid()}-{next(_markers)}"
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
             start = time.time()
-            out = await attempt(request_id, **kwargs)
+            try:
+                out = await attempt(request_id, **kwargs)
+            finally:
+                if marker is not None:
+                    marker.unlink(missing_ok=True)
             fields = getattr(out, "extra_fields", None) or {}
             _write(
                 "attempt",
@@ -266,6 +335,49 @@ def _trace_syncs(module: types.ModuleType) -> None:
     engine.send_weights, engine.receive_weights = send_weights, receive_weights
 
 
+def decode_steps(path: str | os.PathLike | None = None) -> int:
+    """The engine's decode steps so far, as ``toolgym.testing.slow_decode`` counted them (0 before the
+    first, or where no counter is set)."""
+    path = path or os.environ.get(COUNTER_ENV)
+    try:
+        return int(Path(path).read_text() or 0) if path else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def _hold_syncs(module: types.ModuleType) -> None:
+    """The first weight sync after an update lets the held episodes go, and waits until one of them is in
+    flight and has sampled under the old weights (``FORCE_STEPS`` decode steps), so that its abort cuts it
+    short."""
+    import asyncio
+
+    from verl.utils.ray_utils import auto_await
+
+    manager = module.CheckpointEngineManager
+    inner = getattr(manager.update_weights, "__wrapped__", manager.update_weights)
+    held: list[int] = []
+
+    @auto_await
+    @functools.wraps(inner)
+    async def update_weights(self, global_steps=None):
+        if not held and global_steps is not None and int(global_steps) >= 1:
+            held.append(int(global_steps))
+            start, flight = time.time(), _in_flight_dir()
+            _sync_begun().parent.mkdir(parents=True, exist_ok=True)
+            _sync_begun().touch()
+            while time.time() - start < HOLD_S and not any(flight.glob("*")):
+                await asyncio.sleep(0.02)
+            seen = any(flight.glob("*"))
+            steps = decode_steps()
+            while seen and time.time() - start < HOLD_S and decode_steps() < steps + FORCE_STEPS:
+                await asyncio.sleep(0.02)
+            in_flight = sorted(path.name for path in flight.glob("*"))
+            _write("sync_held", version=global_steps, in_flight=in_flight, waited=time.time() - start)
+        return await inner(self, global_steps=global_steps)
+
+    manager.update_weights = update_weights
+
+
 if os.environ.get(TRACE_ENV):
     from toolgym.trainers.verl_adapter.compat import after_import
 
@@ -274,3 +386,5 @@ if os.environ.get(TRACE_ENV):
     if _tokens_on():
         after_import("toolgym.trainers.verl_adapter.client", _trace_attempts)
         after_import("toolgym.trainers.verl_adapter.cpu.checkpoint_engine", _trace_syncs)
+    if _forcing_partial():
+        after_import("verl.checkpoint_engine.base", _hold_syncs)

@@ -15,6 +15,12 @@ run these trainers: the old policy's logprobs are the rollout's). The same check
 broken trainer would have, planted into a copy of the run's trace. An entropy bonus and a large learning
 rate make one update move the policy (``actor/kl_loss`` > 0 at step 2, and the versions' logprobs differ).
 vLLM starts on dummy weights, so the first step's tokens check the first sync.
+
+The fully-async run is also made to cut a generation short with a weight sync and to train on it (verl's
+partial rollouts; ``PARTIAL``): the rollout may run one prompt ahead, that prompt's episodes wait until the
+first sync after an update begins, the sync waits until one of them has sampled a token or two, and vLLM
+decodes slowly enough (``toolgym.testing.slow_decode``) that the sync's abort lands mid-turn. Step 2 then
+trains on tokens of two weight versions in one row, and the token check holds each token to its own.
 """
 
 from __future__ import annotations
@@ -29,10 +35,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from toolgym.testing import tiny_model_path
+from toolgym.testing.slow_decode import DELAY_ENV
+from toolgym.testing.slow_decode import QUALNAME as SLOW_DECODE
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
-from toolgym.testing.verl_tokens import FAULTS, TokenCheck, check_tokens, load_run, plant
+from toolgym.testing.verl_tokens import FAULTS, PARTIAL_FAULTS, TokenCheck, check_tokens, load_run, plant
 from toolgym.testing.verl_trace import trace_env
 from toolgym.trainers.verl_adapter.progress import parse_step_line, step_metrics
 
@@ -41,20 +50,38 @@ TIMEOUT_S = 600  # 100-130 s on 2 quiet cores, 210 s on busy ones; verl hangs on
 #: one update moves the policy far enough that the versions' logprobs tell apart
 CHECKS = ("actor_rollout_ref.actor.entropy_coeff=0.01", "actor_rollout_ref.actor.optim.lr=0.01")
 LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "error"}
+#: the fully-async run's changes to its example, so that a sync cuts a generation short (the module
+#: docstring): one prompt of run-ahead (0.5 x 2), turns of up to 10 tokens, 0.15 s a decode step
+PARTIAL = {"async_training": {"staleness_threshold": 0.5}, "max_tokens_per_turn": 10}
+SLOW_DECODE_S = 0.15
+#: the episodes of the first training step (2 groups of 2): those after them wait for the forced sync
+FIRST_STEP_EPISODES = 4
 
 
-def _run(tmp_path_factory, example: str) -> tuple[Path, str]:
+def _run(tmp_path_factory, example: str, partial: bool = False) -> tuple[Path, str]:
     """``toolgym train --config examples/verl/<example>.yaml -- CHECKS``, verl writing each step's samples to
     ``<run dir>/rollouts`` (which verl 0.9.1's one-step-off trainer does only with ``async_compat``'s fix),
-    traced with its tokens into ``<run dir>/../trace``."""
+    traced with its tokens into ``<run dir>/../trace``; ``partial``: with ``PARTIAL``'s changes, the first
+    sync after an update forced to cut a generation short."""
     out = tmp_path_factory.mktemp(example) / "run"
-    env = {**os.environ, **trace_env(out.parent / "trace", tokens=True)}
+    trace = trace_env(
+        out.parent / "trace", tokens=True, force_partial_after=FIRST_STEP_EPISODES if partial else None
+    )
+    env = {**os.environ, **trace}
     config = EXAMPLES / f"{example}.yaml"
+    overrides = [*CHECKS, f"trainer.rollout_data_dir={out / 'rollouts'}"]
+    if partial:
+        settings = yaml.safe_load(config.read_text())
+        settings["async_training"].update(PARTIAL["async_training"])
+        settings["max_tokens_per_turn"] = PARTIAL["max_tokens_per_turn"]
+        config = out.parent / config.name
+        config.write_text(yaml.safe_dump(settings))
+        overrides.append(f'+actor_rollout_ref.rollout.engine_kwargs.vllm.logits_processors="{SLOW_DECODE}"')
+        env[DELAY_ENV] = str(SLOW_DECODE_S)
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
-    dump = f"trainer.rollout_data_dir={out / 'rollouts'}"
     start = time.monotonic()
     with removing_leaked_shm():
-        code, log = run_in_session([*command, "--", *CHECKS, dump], TIMEOUT_S, env=env)
+        code, log = run_in_session([*command, "--", *overrides], TIMEOUT_S, env=env)
     (out.parent / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
     print(f"{example}: toolgym train took {time.monotonic() - start:.0f} s", file=sys.stderr)
     if code is None:
@@ -87,7 +114,7 @@ def one_step_off_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def fully_async_run(tmp_path_factory):
-    return _run(tmp_path_factory, "fully-async-cpu")
+    return _run(tmp_path_factory, "fully-async-cpu", partial=True)
 
 
 def _token_check(run: tuple[Path, str]) -> tuple[TokenCheck, list[dict], dict]:
@@ -105,11 +132,12 @@ def fully_async_tokens(fully_async_run):
     return _token_check(fully_async_run)
 
 
-def _assert_trained_on_what_was_sampled(check: TokenCheck) -> None:
-    """2 steps of 4 rows, 2 sampled tokens each (a tool call, then the answer), every check passed, and the
-    versions' weights give logprobs far enough apart that a mix-up would show."""
+def _assert_trained_on_what_was_sampled(check: TokenCheck, tokens_per_turn: int = 1) -> None:
+    """2 steps of 4 rows, each row 2 turns (a tool call, then the answer) of 1 to ``tokens_per_turn`` sampled
+    tokens, every check passed, and the versions' weights give logprobs far enough apart that a mix-up would
+    show."""
     assert check.ok, "\n".join(check.problems)
-    assert check.rows == 2 * 4 and check.sampled_tokens == 2 * 4 * 2
+    assert check.rows == 2 * 4 and 2 * 4 * 2 <= check.sampled_tokens <= 2 * 4 * 2 * tokens_per_turn, check
     assert sorted(check.versions_by_call) == [0, 1]
     assert check.max_own_error <= 0.02
     assert check.told_apart >= 0.5 * check.sampled_tokens, check
@@ -205,25 +233,27 @@ def test_fully_async_streams_the_groups_through_a_queue_and_syncs_the_trained_we
     first, second = steps[1], steps[2]
     assert second["actor/kl_loss"] > 1e-3, "the update moved the actor away from the reference policy"
     # the rollouter resumed as soon as the sync reset its count (async_compat; verl 0.9.1 waits up to 10 s
-    # for its monitor loop): the trainer waited about as long as 2 groups take to generate
-    assert second["fully_async/total_wait_time"] < 6.0
+    # for its monitor loop): the trainer waited about as long as 2 groups take to generate (6 s, and the
+    # slow decode's 2 turns of 10 steps)
+    assert second["fully_async/total_wait_time"] < 6.0 + 2 * PARTIAL["max_tokens_per_turn"] * SLOW_DECODE_S
     for step, metrics in (1, first), (2, second):
         # each step's metrics are logged under its own number (async_compat; verl 0.9.1 logs them at the
         # next sync, and the last step's never)
         assert metrics["training/global_step"] == step
         # the trainer took a step's 2 groups from the rollouter's queue, at the weights version of the syncs
-        # so far; at this batch the rollout cannot run ahead (0.1 x 2 prompts rounds down), so nothing is
-        # stale or interrupted by a sync
+        # so far; the rollout may run one prompt (0.5 x 2) ahead
         assert metrics["fully_async/static/required_samples"] == 2.0
-        assert metrics["fully_async/static/staleness_threshold"] == 0.1
+        assert metrics["fully_async/static/staleness_threshold"] == 0.5
         assert metrics["fully_async/count/current_param_version"] == step - 1
-        assert metrics["fully_async/count/stale_trajectory_processed"] == 0.0
-        assert metrics["fully_async/partial/total_partial_num"] == 0.0
         assert metrics["fully_async/count/dropped_stale_samples"] == 0.0
-        assert (
-            metrics["toolgym/staleness/max"] == 0.0 and metrics["toolgym/mixed_version_samples/total"] == 0.0
-        )
         assert metrics["toolgym/turns/mean"] == 2.0 and metrics["toolgym/trainable/mean"] == 1.0
+    # step 1 trained on what the first weights sampled; the prompt that ran ahead was cut short by the sync
+    # after step 1 (both its episodes, in flight) and resumed under the new weights: step 2 trained on it,
+    # verl and toolgym both counting its 2 samples as partial, of two versions, one update old at most
+    assert first["fully_async/partial/total_partial_num"] == 0.0 and first["toolgym/staleness/max"] == 0.0
+    assert first["toolgym/mixed_version_samples/total"] == 0.0
+    assert second["fully_async/partial/total_partial_num"] == 2.0
+    assert second["toolgym/mixed_version_samples/total"] == 2.0 and second["toolgym/staleness/max"] == 1.0
     _check_the_rows_came_from_toolgyms_loop(out, 2)
 
 
@@ -247,10 +277,18 @@ def test_one_step_off_trains_on_the_tokens_vllm_sampled_with_the_logprobs_of_the
 def test_fully_async_trains_on_the_tokens_vllm_sampled_with_the_logprobs_of_the_weights_that_sampled_them(
     fully_async_tokens,
 ):
-    check, _, _ = fully_async_tokens
-    _assert_trained_on_what_was_sampled(check)
-    # step 2's batch was generated after step 1's update reached vLLM through the gloo engine
-    assert (_updates_behind(check, 0), _updates_behind(check, 1)) == ({0}, {0})
+    check, events, _ = fully_async_tokens
+    _assert_trained_on_what_was_sampled(check, tokens_per_turn=PARTIAL["max_tokens_per_turn"])
+    # the sync after step 1 cut the 2 episodes of the prompt that ran ahead short, each once it had sampled
+    # under the first weights; they resumed under the weights after step 1's update, and step 2 trained on
+    # them: rows whose tokens are of two versions, each token held to its own version's weights
+    (held,) = [event for event in events if event["kind"] == "sync_held"]
+    assert held["version"] == 1 and len(held["in_flight"]) == 2, held
+    cut = [e for e in events if e["kind"] == "attempt" and e["stop_reason"] in ("aborted", "abort")]
+    assert len(cut) == 2 and all(e["version"] == 0 and e["token_ids"] for e in cut), cut
+    assert check.resumed_episodes == 2 and check.mixed_rows == {1: 2}, check
+    # step 2 trained on those (sampled before and after step 1's update) and on a prompt sampled after it
+    assert (_updates_behind(check, 0), _updates_behind(check, 1)) == ({0}, {0, 1})
 
 
 #: what the check says for each planted fault
@@ -260,6 +298,7 @@ CAUGHT_AS = {
     "old_log_probs one position off": "old_log_probs differ from the logprobs vLLM returned",
     "version labels naming the next sync": "logprob",  # "token i's logprob ... is not version v's"
     "the replica holding other weights": "are not the ones the trainer sent under it",
+    "a resumed generation labelled with the version it began under": "is not version 0's",
 }
 
 
@@ -274,3 +313,15 @@ def test_the_token_check_fails_on_each_fault_planted_in_a_real_runs_trace(mode, 
     assert any(CAUGHT_AS[fault] in problem for problem in broken.problems), broken.problems
     if fault == "version labels naming the next sync":
         assert any("is not version" in problem for problem in broken.problems), broken.problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted(PARTIAL_FAULTS))
+def test_the_token_check_fails_on_a_partial_rollout_fault_planted_in_the_fully_async_trace(
+    fault, fully_async_tokens
+):
+    check, events, weights = fully_async_tokens
+    assert check.ok and check.resumed_episodes == 2
+    broken = check_tokens(plant(events, fault), weights, tiny_model_path())
+    assert not broken.ok, f"{fault}: the check passed"
+    assert any(CAUGHT_AS[fault] in problem for problem in broken.problems), broken.problems
