@@ -47,3 +47,28 @@ def test_an_inline_tool_runs_on_the_callers_thread_and_others_do_not():
 
     assert Calculator.inline and not PythonTool.inline
     assert thread_of_run(Calculator(), {"expression": "2+2"}) == threading.get_ident()
+
+
+def test_the_step_after_step_is_inline_reuses_its_parse_of_the_same_text_only():
+    """A server asks ``step_is_inline(text)`` and then steps ``text``: the action is parsed once. A step of
+    other text (or one after a reset) parses its own."""
+    env = gym.make("toolgym/Calculator-v0", max_turns=5).unwrapped
+    parses = []
+    parse = env.parser.parse
+
+    def spy(text):
+        parses.append(text)
+        return parse(text)
+
+    env.parser.parse = spy
+    env.reset(seed=0)
+    assert env.step_is_inline("<calculator>6*7</calculator>")
+    assert env.step("<calculator>6*7</calculator>")[0] == "<output>\n42\n</output>"
+    assert parses == ["<calculator>6*7</calculator>"]
+    assert env.step_is_inline("no tags at all")
+    assert env.step("<calculator>2+3</calculator>")[0] == "<output>\n5\n</output>"  # not the asked text's
+    assert parses[1:] == ["no tags at all", "<calculator>2+3</calculator>"]
+    assert env.step_is_inline("<calculator>1+1</calculator>")
+    env.reset(seed=1)
+    assert env.step("<answer>2</answer>")[2]  # its own parse: an answer ends the episode
+    assert parses[3:] == ["<calculator>1+1</calculator>", "<answer>2</answer>"]

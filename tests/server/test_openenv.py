@@ -5,7 +5,9 @@ errors have OpenEnv's shapes, a full server is busy, an idle session expires, th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 import time
 
 import gymnasium as gym
@@ -17,7 +19,9 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
 import toolgym  # noqa: F401  (registers the envs)
+from toolgym.rollout.host import EpisodeHost
 from toolgym.server.openenv import create_app
+from toolgym.server.openenv_env import EnvSource, SessionError, TextAction, ToolgymEnvironment
 from toolgym.testing.scripted import oracle_script, script_texts, wrong_script
 from toolgym.testing.servers import serve_in_thread
 
@@ -110,6 +114,59 @@ def test_256_concurrent_sessions_each_play_their_own_task(url):
         assert_same(results, expected[seed][1])
         assert results[-1].reward == 1.0
     print(f"\n{SESSIONS} concurrent sessions, {sum(map(len, played))} calls: {elapsed:.2f} s")
+
+
+def test_sessions_start_no_thread_each_and_lease_their_env_at_reset(url):
+    """OpenEnv makes a thread per WebSocket session for the env's constructor and close unless the env sets
+    its REQUIRES_SINGLE_THREAD_EXECUTOR flag; toolgym's does (its constructor leases nothing), so 32 open
+    sessions share one such thread of OpenEnv's (its threads are unnamed ``ThreadPoolExecutor-*``)."""
+
+    def openenv_threads() -> set[int]:
+        return {t.ident or 0 for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor-")}
+
+    async def main():
+        async with contextlib.AsyncExitStack() as stack:
+            sockets = [await stack.enter_async_context(ws_connect(_ws_url(url))) for _ in range(32)]
+            for seed, ws in enumerate(sockets):
+                await ws.send(json.dumps({"type": "reset", "data": {"seed": seed}}))
+            replies = [json.loads(await ws.recv()) for ws in sockets]
+            return replies, openenv_threads()
+
+    before = openenv_threads()
+    replies, during = asyncio.run(main())
+    assert [r["data"]["observation"]["task_id"] for r in replies] == [
+        in_process(seed)[1][0][3]["task_id"] for seed in range(32)
+    ]
+    assert len(during - before) <= 1, f"{len(during - before)} new OpenEnv threads for 32 sessions"
+
+
+def test_a_session_leases_its_env_at_its_first_reset_and_gives_it_back_on_close():
+    built = []
+
+    def make():
+        built.append(gym.make(ENV_ID))
+        return built[-1]
+
+    source = EnvSource(ENV_ID, {}, EpisodeHost(factory=make, name="test"))
+    session = ToolgymEnvironment(source)  # what OpenEnv calls on its shared thread: no env built
+    with pytest.raises(SessionError, match="reset before step"):
+        session.step(TextAction(message="<answer>1</answer>"))
+    assert built == [] and not session.state.done
+    assert session.reset(seed=0).task_id == in_process(0)[1][0][3]["task_id"]
+    assert len(built) == 1
+    session.close()
+    again = ToolgymEnvironment(source)
+    again.reset(seed=1)
+    assert len(built) == 1  # the first session's env, given back to the host's pool
+    unused = ToolgymEnvironment(source)
+    unused.close()
+    with pytest.raises(SessionError, match="session is closed"):
+        unused.reset(seed=0)
+    with pytest.raises(SessionError, match="session is closed"):
+        unused.step(TextAction(message="<answer>1</answer>"))
+    assert len(built) == 1
+    again.close()
+    source.host.close()
 
 
 def _ws_url(url: str) -> str:

@@ -28,7 +28,7 @@ from gymnasium.error import ResetNeeded
 from toolgym.core.messages import MessagesView
 from toolgym.core.spaces import AnyText
 from toolgym.core.task import Task, TaskSource
-from toolgym.core.types import ToolCall, ToolResult, Trajectory, Turn, Verdict
+from toolgym.core.types import ParsedAction, ToolCall, ToolResult, Trajectory, Turn, Verdict
 from toolgym.parsers.base import ActionParser, to_json
 from toolgym.rewards.base import Verifier, safe_verify
 from toolgym.tools.base import Tool
@@ -115,6 +115,8 @@ class ToolEnv(gym.Env[str, str]):
         self.trajectory: Trajectory | None = None
         self._episode_id: str | None = None
         self._done = False
+        #: the last action ``step_is_inline`` parsed, and its parse: the step that follows reuses it
+        self._parsed_ahead: tuple[str, ParsedAction] | None = None
 
     # -- gymnasium API -------------------------------------------------------------------------------------
 
@@ -123,6 +125,7 @@ class ToolEnv(gym.Env[str, str]):
         self._end_episode()
         self.task = self._pick_task(options or {})
         self._episode_id = f"{self.task.id}#{next(_episode_counter)}"
+        self._parsed_ahead = None
         for tool in self.tools.values():
             tool.bind_task(self.task)
             tool.start_episode(self._episode_id)
@@ -138,11 +141,13 @@ class ToolEnv(gym.Env[str, str]):
     def step_is_inline(self, action: str) -> bool:
         """Whether ``step(action)`` is cheap and never waits: its calls all go to ``inline`` tools (or it is
         an invalid turn) and it neither answers nor ends the episode (no verifier, no session teardown). An
-        async server may then run it on its event loop rather than a thread (``toolgym serve openenv``)."""
+        async server may then run it on its event loop rather than a thread (``toolgym serve openenv``).
+        The parse is kept for a ``step`` of the same text that follows, so the action is parsed once."""
         traj = self.trajectory
         if not isinstance(action, str) or traj is None or self._done or len(traj.turns) + 1 >= self.max_turns:
             return False
         parsed = self.parser.parse(action)
+        self._parsed_ahead = (action, parsed)
         if parsed.kind == "invalid":
             return True
         return parsed.kind == "tool_calls" and all(
@@ -157,7 +162,8 @@ class ToolEnv(gym.Env[str, str]):
         if self._done:
             raise ResetNeeded("the episode is over; call reset() to start another")
         traj = self.trajectory
-        parsed = self.parser.parse(action)
+        ahead, self._parsed_ahead = self._parsed_ahead, None
+        parsed = ahead[1] if ahead is not None and ahead[0] == action else self.parser.parse(action)
         traj.messages.append({"role": "assistant", "content": action})
 
         results: tuple[ToolResult, ...] = ()

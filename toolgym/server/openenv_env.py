@@ -15,12 +15,21 @@ unchanged:
 
 OpenEnv puts only the observation's own fields on the wire (its ``metadata`` is dropped by the server), so
 everything useful is a field here. Each session is an :class:`~toolgym.rollout.host.EnvSession` of the
-server's episode host: its own env instance, borrowed from the host's pool and given back when the session
-closes (OpenEnv's stateless HTTP ``/reset`` and ``/step`` borrow one per request, so they stay cheap).
+server's episode host: its own env instance, borrowed from the host's pool at the session's first reset (or
+first MCP call) and given back when the session closes (OpenEnv's stateless HTTP ``/reset`` and ``/step``
+borrow one per request, so they stay cheap).
+
+Threads: OpenEnv runs an env's constructor and ``close`` (and a sync ``reset``/``step``) on a thread pool of
+its own per session, one new thread per WebSocket session, unless the env class sets its
+``REQUIRES_SINGLE_THREAD_EXECUTOR`` flag, when all sessions share one such thread. Here resets and steps are
+``reset_async``/``step_async`` (the event loop or the host's shared threads), the constructor only records
+the source (the env is leased at reset, on the host's threads) and ``close`` only gives the env back to the
+pool, so nothing of a session waits on that one shared thread, and no session starts a thread of its own.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,15 +98,21 @@ class EnvSource:
 
 
 class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymState]):
-    """One OpenEnv session over one toolgym env instance (a session of the source's host, given back on
-    ``close``). The env's tools are also served on OpenEnv's MCP route (``mcp_server``)."""
+    """One OpenEnv session over one toolgym env instance (a session of the source's host, leased at the first
+    reset or MCP call and given back on ``close``). The env's tools are also served on OpenEnv's MCP route
+    (``mcp_server``)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # OpenEnv's flag: every session's constructor and close on one shared thread of OpenEnv's, instead of a
+    # thread made per WebSocket session (both are cheap here: see the module docstring)
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
 
     def __init__(self, source: EnvSource):
         super().__init__()
         self.source = source
-        self._session: EnvSession = source.host.session(source.env_id, source.kwargs)
+        self._session: EnvSession | None = None  # leased on first use, off OpenEnv's shared thread
+        self._closed = False
+        self._lock = threading.Lock()
         self._episode_id: str | None = None
         self._steps = 0
         self._task_id: str | None = None
@@ -137,8 +152,9 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
         )
 
     def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> ToolgymObservation:
-        session = self._live()
-        if not session.started:
+        # no env leased yet (no reset): nothing to lease for the error; closed: _live says so
+        session = self._live() if self._session is not None or self._closed else None
+        if session is None or not session.started:
             raise SessionError(
                 "reset before step: this session has no episode. (OpenEnv's HTTP POST /step is stateless, "
                 "a fresh env per request; play episodes over a WebSocket session: /ws, e.g. GenericEnvClient)"
@@ -183,8 +199,13 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
     async def step_async(
         self, action: TextAction, timeout_s: float | None = None, **kwargs: Any
     ) -> ToolgymObservation:
-        session = self._live()
-        if session.started and not session.done and session.inner.step_is_inline(action.message):
+        session = self._session
+        if (
+            session is not None
+            and session.started
+            and not session.done
+            and session.inner.step_is_inline(action.message)
+        ):
             return self.step(action, timeout_s, **kwargs)
         return await self.source.host.call(lambda: self.step(action, timeout_s, **kwargs))
 
@@ -196,7 +217,7 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
             env_id=self.source.env_id,
             task_id=self._task_id,
             turn=self._turn,
-            done=self._session.done,
+            done=self._session is not None and self._session.done,
         )
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -211,7 +232,11 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
         """Give the env back to the host (once; safe while a step runs). A session the server expired for
         idleness ends here too; its client's next call gets a clear error rather than another session's
         env."""
-        self._session.close()
+        with self._lock:
+            self._closed = True
+            session = self._session
+        if session is not None:
+            session.close()
 
     # -- MCP: the env's tools, listed and called directly (outside the episode's turns) ---------------------
 
@@ -235,14 +260,22 @@ class ToolgymEnvironment(Environment[TextAction, ToolgymObservation, ToolgymStat
     # -- internals -----------------------------------------------------------------------------------------
 
     def _live(self) -> EnvSession:
+        """This session's env session, leased from the host on first use (on the calling thread: the host's
+        for a reset)."""
+        with self._lock:
+            if not self._closed and self._session is None:
+                self._session = self.source.host.session(self.source.env_id, self.source.kwargs)
+            session = self._session
         try:
-            self._session.env  # noqa: B018 - raises once the session is closed
+            if session is None:
+                raise SessionClosed("closed before its first use")
+            session.env  # noqa: B018 - raises once the session is closed
         except SessionClosed:
             raise SessionError(
                 "this session is closed (the server expires sessions idle longer than its --idle-timeout); "
                 "open a new session and reset"
             ) from None
-        return self._session
+        return session
 
 
 def _mcp_server(session: ToolgymEnvironment, tools: dict[str, Any]) -> Any:
