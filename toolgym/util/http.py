@@ -1,5 +1,14 @@
-"""How toolgym makes HTTP clients: one TLS context per process, and the pooled client of the remote tools
-and the reward client, with the retrying JSON request loop those two share (``RetryingJsonClient``).
+"""How toolgym makes HTTP clients: one TLS context per process; the asyncio session every engine client
+uses (``async_session``: aiohttp); and the pooled sync client of the remote tools, the reward client and the
+judge, with the retrying JSON request loop the first two share (``RetryingJsonClient``).
+
+Which client for which caller was chosen on measurements (docs/benchmarks.md, "Which HTTP client"): calls
+made from the event loop, many in flight at once (the gateway's and the ``--server`` rollouts' engine
+calls), go through aiohttp, whose pool hands out a connection in O(1); httpx's async pool rescanned every
+connection on each request and end (O(n) with ``poll()`` calls, n = requests in flight), which at 64 in
+flight cost the gateway 5-6 ms of CPU a call on its one event loop. Calls made from worker threads, a few per
+thread (the judge, the remote tools, the reward client, the retriever), stay on httpx's sync client: there
+the pool holds one connection per thread and its scan is short.
 
 Building a context loads the CA bundle: ~50 ms of CPU each time. Env constructors make a client each (a
 retriever, a remote tool server), and a trainer makes an env per concurrent episode, so 256 envs spent over
@@ -30,6 +39,18 @@ def shared_ssl_context() -> ssl.SSLContext:
 
             _context = httpx.create_ssl_context()
         return _context
+
+
+def async_session(*, timeout: float, max_connections: int, headers: dict[str, str] | None = None) -> Any:
+    """An ``aiohttp.ClientSession`` on the running loop (a session is bound to the loop it is made on):
+    ``max_connections`` pooled connections (requests beyond them wait for one, unbounded), ``timeout``
+    seconds for connecting and between reads of one request, the shared TLS context. The caller closes it."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0, ssl=shared_ssl_context())
+    # connect=None: waiting for a free pooled connection is not a timeout (bursts queue instead of failing)
+    limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
+    return aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers or {})
 
 
 def pooled_client(base_url: str, *, timeout: float, max_workers: int, transport: Any = None) -> Any:
