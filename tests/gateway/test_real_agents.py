@@ -466,3 +466,36 @@ def test_the_tool_endpoint_answers_the_commands_status_exit_code_and_output_as_f
     timed_out = {**failed, "timed_out": True, "output": "Error: half\n[timed out after 120 s]"}
     assert command_result(timed_out)["returncode"] == -1
     assert "timed out" in command_result(timed_out)["exception_info"]
+
+
+def test_an_agents_tool_calls_run_through_the_gateway_it_plays_on(renderer):
+    """play_agent's task runs the env's tools through the in-process gateway's own work: the same structured
+    result as the HTTP endpoint, refusals as RuntimeError with the gateway's message."""
+    from toolgym.gateway import play_agent
+    from toolgym.rollout.keys import episode_rows
+
+    [row] = episode_rows("toolgym/Calculator-v0", 1, seed=0)
+    seen: dict[str, Any] = {}
+
+    async def agent(task, base_url, api_key):
+        seen["run"] = await task.run_tool("calculator", {"expression": "6*7"})
+        seen["text"] = await task.call_tool("calculator", {"expression": "1+1"})
+        with pytest.raises(RuntimeError, match="has no tool 'shell'"):
+            await task.run_tool("shell", {})
+        return "42"
+
+    async def main():
+        async with Gateway(CONFIG, client=ScriptedClient(renderer, []), renderer=renderer) as gateway:
+            return await play_agent(gateway, agent, row.key)
+
+    episode = run(main)
+    assert seen["run"] == {
+        "name": "calculator",
+        "status": "ok",
+        "output": "42",
+        "exit_code": None,
+        "timed_out": False,
+        "command_output": None,
+    }
+    assert seen["text"] == "2"
+    assert [r["name"] for r in episode.session["tool_runs"]] == ["calculator", "calculator"]
