@@ -352,26 +352,23 @@ def test_a_url_without_http_fails_at_once():
 
 
 def test_one_client_serves_each_event_loop_with_a_pool_of_its_own():
-    """A client made outside any loop (as make_client makes it) answers on each loop it is used on."""
+    """A client made outside any loop (as make_client makes it) opens its pool on the loop that first uses
+    it, serves a burst through it, and after close() opens a new one on the next loop."""
     app = _fake_server([(200, VALID_BODY, 0)])
     client = OpenAICompletionsClient("http://unused", backoff=0.01)
+
+    async def burst(tag):
+        gens = await asyncio.gather(
+            *(client.generate([1], Sampling(max_tokens=2), f"{tag}{i}") for i in range(20))
+        )
+        pools = list(client._sessions.values())
+        await client.close()
+        return gens, pools
+
     with serve_in_thread(app) as url:
         client.base_url = url
-
-        async def one(request_id):
-            return await client.generate([1], Sampling(max_tokens=2), request_id)
-
-        assert asyncio.run(one("a")).token_ids == [5, 6]
-        assert asyncio.run(one("b")).token_ids == [5, 6]  # a new loop: a new pool, not the closed loop's
-        assert len(client._sessions) == 2
-
-        async def burst():
-            gens = await asyncio.gather(*(one(f"c{i}") for i in range(20)))
-            sessions = len(client._sessions)
-            await client.close()
-            return gens, sessions
-
-        gens, sessions = asyncio.run(burst())
-    assert all(g.token_ids == [5, 6] for g in gens) and sessions == 3
-    assert client._sessions == {}  # closed: this loop's pool, and the dead loops' let go
-    assert [h["x-request-id"] for _, h in app.state.calls[:2]] == ["a", "b"]
+        first, [pool_a] = asyncio.run(burst("a"))
+        second, [pool_b] = asyncio.run(burst("b"))
+    assert all(g.token_ids == [5, 6] for g in first + second) and len(app.state.calls) == 40
+    assert pool_a is not pool_b and pool_a.closed and pool_b.closed  # one pool per loop, closed with it
+    assert client._sessions == {}
