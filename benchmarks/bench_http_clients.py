@@ -37,9 +37,9 @@ import pytest
 from toolgym.testing.servers import free_port
 from toolgym.util.table import format_table
 
-ROUNDS = 5
+ROUNDS = 3
 #: requests per round and client: every in-flight slot sends its share one after the other
-REQUESTS = {1: 300, 16: 960, 64: 1920}
+REQUESTS = {1: 300, 16: 640, 64: 1280}
 BODY = {"prompt": list(range(300)), "max_tokens": 32, "logprobs": 0}
 
 SERVER = """
