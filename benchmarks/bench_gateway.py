@@ -1,5 +1,6 @@
 """The gateway (``toolgym serve gateway --model tiny --server URL``) against calling the same vLLM OpenAI
-server directly, measured side by side in one run, at concurrency 1 and 64 (issue 44's goal: at most 1.1x).
+server directly, measured side by side in one run, at concurrency 1 and 64 (issue 44's goal: at most 1.1x;
+issue 55's: at most 1.1x direct with logprobs at c=64, calls/s, printed beside the ratio).
 
 One vLLM OpenAI server runs the tiny model (a subprocess, as users run it); the gateway runs in front of it as
 ``toolgym serve gateway`` in a subprocess of its own. Every side is loaded from this process by the same
@@ -61,6 +62,9 @@ from toolgym.tiny_model import tiny_model_path
 from toolgym.util.table import format_table
 
 CONCURRENCY = (1, 64)
+#: the goal (issue 55): at c=64 the gateway's calls/s cost against direct with logprobs, the median of the
+#: rounds' ratios, at most this
+GOAL = 1.10
 #: rounds per concurrency: each round plays ``concurrency`` agents on every side, rotating which side goes
 #: first
 ROUNDS = {1: 21, 64: 3}
@@ -399,4 +403,21 @@ def table() -> str:
     )
     headers = ("", *SIDES, "cost vs direct", "cost vs direct, logprobs")
     rows = [(*row, *[""] * (len(headers) - len(row))) for row in rows]
-    return header + "\n" + format_table(headers, rows)
+    return header + "\n" + format_table(headers, rows) + "".join(f"\n{line}" for line in goal_lines())
+
+
+def goal_lines() -> list[str]:
+    """The goal beside the ratio it is about: per concurrency, the median (and range) of the rounds' calls/s
+    cost against direct with logprobs; the goal is for c=64."""
+    lines = []
+    for concurrency in CONCURRENCY:
+        ratios = RATIOS.get((concurrency, "direct, logprobs"), [])
+        if not ratios:
+            continue
+        median = float(np.median(ratios))
+        verdict = ("met" if median <= GOAL else "not met") if concurrency == 64 else "(the goal is for c=64)"
+        lines.append(
+            f"c={concurrency}: gateway cost vs direct, logprobs (calls/s, median of {len(ratios)} rounds) "
+            f"{median:.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}); goal <= {GOAL:.2f}x: {verdict}"
+        )
+    return lines

@@ -418,30 +418,84 @@ def test_mini_swe_agent_solves_a_swe_task_with_its_commands_in_the_tasks_sandbox
     assert set(verdict["details"]["fail_to_pass"].values()) == {"passed"}
 
 
-@pytest.mark.parametrize(
-    ("observation", "output", "returncode", "exception"),
-    [
-        ("README.md\ntests\n[exit code 0]", "README.md\ntests\n", 0, ""),
-        ("[exit code 0]", "", 0, ""),
-        ("Error: x\n[exit code 0]", "Error: x\n", 0, ""),  # the command's own output, not toolgym's mark
-        ("Error: 1 failed\n[exit code 1]", "1 failed\n", 1, ""),
-        ("Error: [exit code 2]", "", 2, ""),
-        ("Error: half\n[killed by signal 9]", "half\n", -9, ""),
-        (
-            "Error: half\n[timed out after 120 s; every process it started was killed]",
-            "half\n",
-            -1,
-            "timed out",
-        ),
-        ("Error: [sandbox error: the sandbox is broken]", "", -1, "[sandbox error"),
-        ("Error: the episode's 39 tool calls are used up: reply with your final answer", "", -1, "used up"),
-    ],
-)
-def test_the_mini_swe_environment_reads_the_bash_tools_observation(
-    observation, output, returncode, exception
-):
-    from toolgym.gateway.mini_swe import read_output
+def test_the_tool_endpoint_answers_the_commands_status_exit_code_and_output_as_fields(renderer):
+    """The bash tool of a SWE task through ``POST /sessions/{id}/tools/bash``: the observation as the model
+    sees it, and its parts as fields, which mini-swe-agent's environment takes as they are."""
+    from toolgym.gateway.mini_swe import command_result
 
-    result = read_output(observation)
-    assert (result["output"], result["returncode"]) == (output, returncode)
-    assert exception in result["exception_info"] and bool(result["exception_info"]) == bool(exception)
+    async def main():
+        async with Gateway(CONFIG, client=ScriptedClient(renderer, []), renderer=renderer) as gateway:
+            session, _ = await open_session(gateway, SWE, seed=0)
+            url = f"{gateway.url}/sessions/{session['session_id']}/tools/bash"
+            async with httpx.AsyncClient(timeout=600) as http:
+                runs = []
+                for arguments in (
+                    {"command": "printf 'a\\nb\\n'"},
+                    {"command": "echo Error: x; echo half >&2; exit 3"},
+                    {"command": "echo gone; kill -KILL $$"},
+                    {"command": "true"},
+                    {},  # no command: the tool refuses the arguments
+                ):
+                    reply = await http.post(url, json={"arguments": arguments})
+                    assert reply.status_code == 200, reply.text
+                    runs.append(reply.json())
+            return runs
+
+    ok, failed, killed, silent, refused = run(main)
+    assert ok == {
+        "name": "bash",
+        "status": "ok",
+        "output": "a\nb\n[exit code 0]",
+        "exit_code": 0,
+        "timed_out": False,
+        "command_output": "a\nb",
+    }
+    assert (failed["status"], failed["exit_code"], failed["command_output"]) == ("error", 3, "Error: x\nhalf")
+    assert failed["output"].endswith("[exit code 3]")  # the observation keeps its status line for the model
+    assert (killed["exit_code"], killed["command_output"]) == (-9, "gone")
+    assert (silent["exit_code"], silent["command_output"]) == (0, "")
+    assert refused["status"] == "error" and refused["exit_code"] is None
+    assert refused["command_output"] is None and "command" in refused["output"]
+
+    # mini-swe-agent's result: the fields as they are, no text read
+    assert command_result(ok) == {"output": "a\nb\n", "returncode": 0, "exception_info": ""}
+    assert command_result(failed) == {"output": "Error: x\nhalf\n", "returncode": 3, "exception_info": ""}
+    assert command_result(killed)["returncode"] == -9
+    assert command_result(silent) == {"output": "", "returncode": 0, "exception_info": ""}
+    assert command_result(refused)["returncode"] == -1 and command_result(refused)["exception_info"]
+    timed_out = {**failed, "timed_out": True, "output": "Error: half\n[timed out after 120 s]"}
+    assert command_result(timed_out)["returncode"] == -1
+    assert "timed out" in command_result(timed_out)["exception_info"]
+
+
+def test_an_agents_tool_calls_run_through_the_gateway_it_plays_on(renderer):
+    """play_agent's task runs the env's tools through the in-process gateway's own work: the same structured
+    result as the HTTP endpoint, refusals as RuntimeError with the gateway's message."""
+    from toolgym.gateway import play_agent
+    from toolgym.rollout.keys import episode_rows
+
+    [row] = episode_rows("toolgym/Calculator-v0", 1, seed=0)
+    seen: dict[str, Any] = {}
+
+    async def agent(task, base_url, api_key):
+        seen["run"] = await task.run_tool("calculator", {"expression": "6*7"})
+        seen["text"] = await task.call_tool("calculator", {"expression": "1+1"})
+        with pytest.raises(RuntimeError, match="has no tool 'shell'"):
+            await task.run_tool("shell", {})
+        return "42"
+
+    async def main():
+        async with Gateway(CONFIG, client=ScriptedClient(renderer, []), renderer=renderer) as gateway:
+            return await play_agent(gateway, agent, row.key)
+
+    episode = run(main)
+    assert seen["run"] == {
+        "name": "calculator",
+        "status": "ok",
+        "output": "42",
+        "exit_code": None,
+        "timed_out": False,
+        "command_output": None,
+    }
+    assert seen["text"] == "2"
+    assert [r["name"] for r in episode.session["tool_runs"]] == ["calculator", "calculator"]

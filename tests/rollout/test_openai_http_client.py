@@ -180,12 +180,15 @@ def test_many_concurrent_requests(vllm_server):
 def test_rejected_request_raises_at_once_with_the_servers_message(vllm_server):
     sent: list[str] = []
 
-    async def record(request):
-        sent.append(request.url.path)
-
     async def main():
         async with OpenAICompletionsClient(vllm_server.base_url, retries=3) as client:
-            client._http.event_hooks["request"].append(record)
+            send = client._send
+
+            async def record(method, url, body, headers):  # every attempt goes through _send
+                sent.append(url.removeprefix(vllm_server.base_url))
+                return await send(method, url, body, headers)
+
+            client._send = record
             with pytest.raises(ClientError) as info:
                 await client.generate(PROMPTS[0], Sampling(max_tokens=100_000), "too-long")
             return info.value
@@ -325,3 +328,47 @@ def test_missing_logprobs_is_an_error_not_an_empty_generation():
     body = {"choices": [{**VALID_BODY["choices"][0], "logprobs": None}]}
     with serve_in_thread(_fake_server([(200, body, 0)])) as url, pytest.raises(ClientError, match="logprobs"):
         _generate(url)
+
+
+def test_transport_errors_name_the_url_and_the_kind():
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with pytest.raises(ClientError) as info:
+        _generate(url, model="m", retries=0)
+    assert f"POST {url}/v1/completions failed after 1 attempt(s)" in str(info.value)
+    assert "ConnectError" in str(info.value)
+
+    app = _fake_server([(200, VALID_BODY, 1.0)])
+    with serve_in_thread(app) as url, pytest.raises(ClientError) as info:
+        _generate(url, retries=0, timeout=0.2)
+    assert f"POST {url}/v1/completions" in str(info.value)
+    assert "Timeout: no answer within 0.2 s" in str(info.value)
+
+
+def test_a_url_without_http_fails_at_once():
+    with pytest.raises(ClientError, match="needs http:// or https://") as info:
+        _generate("ftp://127.0.0.1:1", model="m", retries=3)
+    assert not info.value.retryable
+
+
+def test_one_client_serves_each_event_loop_with_a_pool_of_its_own():
+    """A client made outside any loop (as make_client makes it) opens its pool on the loop that first uses
+    it, serves a burst through it, and after close() opens a new one on the next loop."""
+    app = _fake_server([(200, VALID_BODY, 0)])
+    client = OpenAICompletionsClient("http://unused", backoff=0.01)
+
+    async def burst(tag):
+        gens = await asyncio.gather(
+            *(client.generate([1], Sampling(max_tokens=2), f"{tag}{i}") for i in range(20))
+        )
+        pools = list(client._sessions.values())
+        await client.close()
+        return gens, pools
+
+    with serve_in_thread(app) as url:
+        client.base_url = url
+        first, [pool_a] = asyncio.run(burst("a"))
+        second, [pool_b] = asyncio.run(burst("b"))
+    assert all(g.token_ids == [5, 6] for g in first + second) and len(app.state.calls) == 40
+    assert pool_a is not pool_b and pool_a.closed and pool_b.closed  # one pool per loop, closed with it
+    assert client._sessions == {}

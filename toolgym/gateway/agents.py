@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolgym.core.types import Trajectory
+from toolgym.gateway.core import GatewayError
 from toolgym.gateway.inprocess import Gateway
 from toolgym.gateway.protocol import FinishBody, OpenSession
 from toolgym.rollout.keys import EpisodeKey
@@ -39,6 +40,8 @@ class AgentTask:
     #: ``POST`` here + ``/{name}`` with ``{"arguments": {...}}`` runs the env's tool ``name``
     tools_url: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the in-process gateway the session is on (``play_agent`` sets it), which ``run_tool`` calls
+    gateway: Gateway | None = field(default=None, repr=False, compare=False)
 
     @property
     def prompt(self) -> str:
@@ -46,15 +49,21 @@ class AgentTask:
         return str(self.messages[-1]["content"])
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-        """Run the env's tool in its sandbox, through the gateway; its output text."""
-        import httpx
+        """Run the env's tool in its sandbox, through the gateway; its output text (the observation)."""
+        return str((await self.run_tool(name, arguments))["output"])
 
-        async with httpx.AsyncClient(timeout=600.0) as http:
-            response = await http.post(f"{self.tools_url}/{name}", json={"arguments": arguments})
-        body = response.json()
-        if response.status_code != 200:
-            raise RuntimeError(body.get("error", {}).get("message", response.text))
-        return str(body["output"])
+    async def run_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run the env's tool in its sandbox: what ``POST {tools_url}/{name}`` answers (``ToolRun``'s fields:
+        ``output``, ``status``, ``exit_code``, ``timed_out``, ``command_output``). The gateway is on this
+        process's loop, so it runs through the gateway's own work, not an HTTP hop to itself (a refusal is
+        a ``RuntimeError`` with the gateway's message, as over HTTP)."""
+        if self.gateway is None:
+            raise RuntimeError("this task was not made by play_agent: post to its tools_url instead")
+        core = self.gateway.core
+        try:
+            return (await core.run_tool(core.get(self.session_id), name, arguments)).body()
+        except GatewayError as exc:
+            raise RuntimeError(exc.message) from None
 
 
 AgentFn = Callable[[AgentTask, str, str], Awaitable[str | None]]
@@ -103,6 +112,7 @@ async def play_agent(gateway: Gateway, agent: AgentFn, key: EpisodeKey) -> Agent
         messages=session.prompt,
         tools=session.tools,
         tools_url=f"{gateway.url}/sessions/{session.id}/tools",
+        gateway=gateway,
     )
     failure: str | None = None
     try:

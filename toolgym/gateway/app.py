@@ -5,7 +5,8 @@
   ``GET /sessions/{id}/v1/models``: the served model;
 - ``POST /v1/chat/completions`` with an ``X-Session-Id`` header: the same, for clients that cannot change
   the path;
-- ``POST /sessions/{id}/tools/{name}``: run the env's tool in its sandbox (the agent's function call);
+- ``POST /sessions/{id}/tools/{name}``: run the env's tool in its sandbox (the agent's function call): its
+  observation, status, exit code and the command's own output (``ToolRun``);
 - ``POST /sessions/{id}/finish``: the env's verdict on the final answer, or the client's own reward;
 - ``GET /sessions/{id}`` and ``/trajectory``: its state, and its record (the rollout JSONL's episode plus
   every segment);
@@ -138,8 +139,8 @@ def create_app(
 
     @app.post("/sessions/{session_id}/tools/{name}")
     async def run_tool(session_id: str, name: str, body: ToolCallBody) -> dict[str, Any]:
-        output = await core.run_tool(core.get(session_id), name, body.arguments)
-        return {"name": name, "output": output}
+        run = await core.run_tool(core.get(session_id), name, body.arguments)
+        return run.body()
 
     @app.post("/sessions/{session_id}/finish")
     async def finish(session_id: str, body: FinishBody) -> dict[str, Any]:

@@ -8,13 +8,14 @@ means the same thing to an agent program over HTTP and to a trainer reading its 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolgym.core.types import ParsedAction, Verdict
+from toolgym.core.types import ParsedAction, ToolResult, Verdict
 from toolgym.gateway.protocol import ChatRequest, FinishBody, OpenSession
 from toolgym.gateway.sessions import GatewaySession, SessionStore
 from toolgym.parsers.openai_calls import ToolCallReader
@@ -73,6 +74,45 @@ class Completion:
     reply: dict[str, Any]
     finish_reason: str
     call: CallRecord
+
+
+@dataclass
+class ToolRun:
+    """What ``POST /sessions/{id}/tools/{name}`` answers: the observation and its parts as fields, so that a
+    client (mini-swe-agent's environment) never reads them out of the text.
+
+    ``output`` is the observation the model should see (the env's result text: its error marker, the bash
+    tool's status line, clipped to the env's limit); ``status`` the tool result's (``ok``, ``error``: the
+    model's mistake, ``infra_error``: ours); ``exit_code`` the command's exit code for a tool that runs one
+    (negative: killed by that signal; ``None``: no command ran, or not such a tool); ``timed_out`` whether
+    the command hit the tool's time limit; ``command_output`` the command's own output, without toolgym's
+    note and status line (``None`` for a tool that runs no command, or when no command ran)."""
+
+    name: str
+    status: str
+    output: str
+    exit_code: int | None = None
+    timed_out: bool = False
+    command_output: str | None = None
+
+    @classmethod
+    def of(cls, name: str, observation: str, result: ToolResult | None) -> ToolRun:
+        if result is None:
+            return cls(name, "error", observation)
+        meta = result.metadata
+        code = meta.get("exit_code")
+        span = meta.get("output_span")
+        return cls(
+            name,
+            result.status,
+            observation,
+            exit_code=code if isinstance(code, int) else None,
+            timed_out=bool(meta.get("timed_out", False)),
+            command_output=result.output[span[0] : span[1]] if span else None,
+        )
+
+    def body(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 class GatewayCore:
@@ -313,8 +353,9 @@ class GatewayCore:
 
     # -- the env's tools and verdict -------------------------------------------------------------------
 
-    async def run_tool(self, session: GatewaySession, name: str, arguments: dict[str, Any]) -> str:
-        """Run the env's tool ``name`` in its sandbox (the agent's function call, relayed); its text."""
+    async def run_tool(self, session: GatewaySession, name: str, arguments: dict[str, Any]) -> ToolRun:
+        """Run the env's tool ``name`` in its sandbox (the agent's function call, relayed): its observation
+        text and, as fields, its status, exit code and the command's own output (see :class:`ToolRun`)."""
         env = session.env
         if env is None:
             raise GatewayError(409, "this session plays no toolgym env: its tools run in the client")
@@ -329,13 +370,15 @@ class GatewayCore:
             except RuntimeError as exc:  # the session's env was closed or its episode is over
                 raise GatewayError(409, str(exc)) from None
             env_traj = env.trajectory
+            result = None
             if env_traj is not None and env_traj.turns:  # call_tool recorded the call as the env's turn
                 session.record.attach_tool_results(env_traj.turns[-1].tool_results)
+                result = env_traj.turns[-1].tool_results[-1]
             session.tool_calls.append(
                 {"name": name, "arguments": arguments, "seconds": time.perf_counter() - clock}
             )
             session.touch()
-        return output
+        return ToolRun.of(name, output, result)
 
     async def finish(self, session: GatewaySession, body: FinishBody) -> Verdict:
         """The session's verdict: the env's verifier on the final answer, or the client's reward."""
@@ -374,4 +417,4 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if v is not None or k == "content"}
 
 
-__all__ = ["Completion", "GatewayConfig", "GatewayCore", "GatewayError"]
+__all__ = ["Completion", "GatewayConfig", "GatewayCore", "GatewayError", "ToolRun"]

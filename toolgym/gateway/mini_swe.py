@@ -23,21 +23,16 @@ its output: the agent's run ends and that is its final answer (post it to ``/ses
 
 from __future__ import annotations
 
+import os
 import platform
-import re
 import shlex
+import threading
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from toolgym.parsers.base import ERROR_MARKER
-
 #: the first output line that ends a mini-swe-agent run (its own environments' rule)
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-#: the status line toolgym's bash tool ends its output with
-_EXIT = re.compile(r"^\[exit code (-?\d+)\]$")
-_SIGNAL = re.compile(r"^\[killed by signal (\d+)\]$")
-_TIMEOUT = "[timed out after "
 
 
 class GatewayEnvironmentConfig(BaseModel):
@@ -64,13 +59,11 @@ class GatewayEnvironment:
         """Run ``action["command"]`` in the task's workspace (in ``cwd`` when one is given): mini-swe-agent's
         ``{"output", "returncode", "exception_info"}``. ``timeout`` is not used: the env's tool has its own.
         Raises mini-swe-agent's ``Submitted`` when the command submits."""
-        import httpx
-
         command = str(action.get("command", ""))
         if cwd:
             command = f"cd -- {shlex.quote(cwd)} && {command}"
         url = f"{self.config.tools_url.rstrip('/')}/{self.config.tool}"
-        response = httpx.post(
+        response = _http().post(
             url, json={"arguments": {"command": command}}, timeout=self.config.http_timeout_s
         )
         if response.status_code != 200:
@@ -79,7 +72,7 @@ class GatewayEnvironment:
             except (ValueError, KeyError, TypeError):
                 message = response.text
             raise RuntimeError(f"the gateway refused the command ({response.status_code}): {message}")
-        output = read_output(str(response.json()["output"]))
+        output = command_result(response.json())
         self._check_finished(output)
         return output
 
@@ -113,32 +106,36 @@ class GatewayEnvironment:
         }
 
 
-def read_output(text: str) -> dict[str, Any]:
-    """toolgym's bash-tool observation as mini-swe-agent's result: the output (ending with a newline, as a
-    shell's does) without the status line the tool ends it with (``[exit code N]``, ``[killed by signal N]``,
-    ``[timed out after …]``) nor the error marker toolgym puts before a failed command's output, and the
-    exit code (-1 for a timeout, as mini-swe-agent's own environments give, with ``exception_info`` saying
-    so). An observation with no status line (the sandbox or the env refused the command, the episode's tool
-    calls are used up) is an exception with return code -1."""
-    body, last = _split(text)
-    succeeded = (match := _EXIT.match(last)) is not None and int(match.group(1)) == 0
-    if not succeeded and text.startswith(ERROR_MARKER):  # toolgym's mark of a failed command, not its output
-        body, last = _split(text[len(ERROR_MARKER) :].removeprefix(" "))
+def command_result(run: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's structured tool result (``ToolRun``: ``exit_code``, ``timed_out``, ``command_output``,
+    ``output``) as mini-swe-agent's: the command's own output (ending with a newline, as a shell's does), its
+    exit code (negative: killed by that signal; -1 for a timeout, as mini-swe-agent's own environments give,
+    with ``exception_info`` saying so). A result without an exit code (the sandbox or the env refused the
+    command, the episode's tool calls are used up) is an exception with return code -1 and the observation
+    as its ``exception_info``."""
+    body = run.get("command_output")
     output = body + "\n" if body else ""
-    if (match := _EXIT.match(last)) is not None:
-        return {"output": output, "returncode": int(match.group(1)), "exception_info": ""}
-    if (match := _SIGNAL.match(last)) is not None:
-        return {"output": output, "returncode": -int(match.group(1)), "exception_info": ""}
-    if last.startswith(_TIMEOUT):
-        return {"output": output, "returncode": -1, "exception_info": last.strip("[]")}
-    why = text.removeprefix(ERROR_MARKER).strip()
-    return {"output": "", "returncode": -1, "exception_info": why}
+    if run.get("timed_out"):
+        return {"output": output, "returncode": -1, "exception_info": "timed out: " + str(run["output"])}
+    code = run.get("exit_code")
+    if code is None or body is None:
+        return {"output": "", "returncode": -1, "exception_info": str(run["output"])}
+    return {"output": output, "returncode": int(code), "exception_info": ""}
 
 
-def _split(text: str) -> tuple[str, str]:
-    """The text before its last line, and the last line."""
-    body, newline, last = text.rpartition("\n")
-    return (body, last) if newline else ("", text)
+_client: tuple[int, Any] | None = None
+_client_lock = threading.Lock()
 
 
-__all__ = ["SUBMIT", "GatewayEnvironment", "GatewayEnvironmentConfig", "read_output"]
+def _http() -> Any:
+    """The process's sync client for the gateway (one per process: a forked child makes its own)."""
+    global _client
+    with _client_lock:
+        if _client is None or _client[0] != os.getpid():
+            import httpx
+
+            _client = (os.getpid(), httpx.Client())
+        return _client[1]
+
+
+__all__ = ["SUBMIT", "GatewayEnvironment", "GatewayEnvironmentConfig", "command_result"]

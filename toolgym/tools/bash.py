@@ -7,7 +7,10 @@ it runs inside the episode's sandbox session. The session's interpreter only dri
 ``/app`` through the terminal sandbox's view link (``toolgym.sandbox.shared.TERMINAL_LINKS``). A new episode
 opens a new session from a fresh copy of the task's files; episodes never share one.
 
-Per call: stdout and stderr merged, the head and the tail kept (``max_output_chars``), the exit code shown.
+Per call: stdout and stderr merged, the head and the tail kept (``max_output_chars``), the exit code shown
+in a status line after it (``[exit code N]``, ``[killed by signal N]``, ``[timed out after …]``). The result's
+``metadata`` says the same without the text: ``exit_code``, ``timed_out`` and ``output_span`` (where the
+command's own output is in ``output``), which the gateway's tool endpoint returns as fields.
 Every call starts in the workspace (``cd`` does not carry over). At the end of a call, or at its wall-clock
 timeout, every process the command started is killed, background ones and daemons included (``kill(-1)``
 inside the session's own pid namespace, or its descendants, made its children by ``PR_SET_CHILD_SUBREAPER``,
@@ -308,7 +311,7 @@ class BashTool(Tool):
     def _result(self, res: ExecResult) -> ToolResult:
         if res.session_reset:
             self._note_loss(res.detail or "the session restarted", res.infra_reset)
-        meta = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
+        meta: dict[str, Any] = {"exec_status": res.status, "wait_s": round(res.session_wait_s, 3)}
         reply = last_json(res.stdout) if res.status == "ok" else None
         if reply is None and res.status in _SESSION_DIED_OF_ITS_COMMANDS and not res.infra_reset:
             # the session's process tree hit its memory or disk limit, or a command killed or stopped it
@@ -338,11 +341,16 @@ class BashTool(Tool):
         else:
             code = reply["exit"]
             status_line = f"[exit code {code}]" if code >= 0 else f"[killed by signal {-code}]"
-        parts = [p for p in (f"[note: {res.detail}]" if res.session_reset else "", text, status_line) if p]
+        note = f"[note: {res.detail}]\n" if res.session_reset else ""
         ok = not reply["timed_out"] and reply["exit"] == 0
         meta["exit_code"] = reply["exit"]
+        meta["timed_out"] = bool(reply["timed_out"])
+        # where the command's own output is in the text (without the note and the status line), so a caller
+        # that wants it alone (the gateway's structured tool result) takes it without reading the text
+        meta["output_span"] = [len(note), len(note) + len(text)]
+        output = f"{note}{text}\n{status_line}" if text else f"{note}{status_line}"
         status = "infra_error" if res.infra_reset else ("ok" if ok else "error")
-        return ToolResult(name=self.name, status=status, output="\n".join(parts), metadata=meta)
+        return ToolResult(name=self.name, status=status, output=output, metadata=meta)
 
     # -- the final workspace
 

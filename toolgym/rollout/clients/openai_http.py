@@ -25,13 +25,15 @@ when a server does not return ``token_ids`` (SGLang support is best effort; vLLM
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from typing import Any
 
-import httpx
+import aiohttp
 
 from toolgym.rollout.clients.base import FinishReason, Generation, Sampling
 from toolgym.rollout.clients.errors import ClientError
+from toolgym.util.http import async_session
 from toolgym.util.retry import backoff_delay, is_retryable_status
 
 __all__ = ["OpenAICompletionsClient", "completion_request", "parse_completion"]
@@ -53,10 +55,13 @@ class OpenAICompletionsClient:
     the served model name; ``None`` asks ``/v1/models`` once and uses the first. Connection errors, timeouts,
     HTTP 5xx, 408 and 429 are retried ``retries`` times with exponential backoff (``backoff`` seconds, doubled
     each attempt, with jitter so many rollouts do not retry in lock step); other 4xx answers fail at once.
-    Every failure raises :class:`ClientError` with the server's message or the last cause: a generation is
-    never returned empty to hide an error. One pooled ``httpx.AsyncClient`` serves all requests; ``close()``
-    releases it. ``timeout`` bounds connecting, sending and waiting for the response of one attempt; waiting
-    for a free pooled connection is unbounded, so bursts beyond ``max_connections`` queue instead of failing.
+    Every failure raises :class:`ClientError` with the server's message or the last cause (a transport
+    failure is named with the URL: ``ConnectError``, ``Timeout``, ``ServerDisconnected``, ...): a generation
+    is never returned empty to hide an error. Requests go through one pooled aiohttp session per event loop
+    (made on the loop's first request: a session is bound to its loop; ``toolgym.util.http.async_session``),
+    chosen over httpx's async client on measurements (docs/benchmarks.md); ``close()`` releases it.
+    ``timeout`` bounds connecting and each wait for the server's bytes within one attempt; waiting for a free
+    pooled connection is unbounded, so bursts beyond ``max_connections`` queue instead of failing.
     """
 
     def __init__(
@@ -77,13 +82,12 @@ class OpenAICompletionsClient:
         self.model = model
         self.retries = retries
         self.backoff = backoff
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, pool=None),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
-        self._model_lock = asyncio.Lock()
+        self.timeout = timeout
+        self.max_connections = max_connections
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        #: the pooled session of each event loop this client has been used on
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._model_lock: asyncio.Lock | None = None
         self._rng = random.Random()  # jitter only; never touches the global random state
 
     async def generate(self, prompt_ids: list[int], sampling: Sampling, request_id: str) -> Generation:
@@ -93,7 +97,18 @@ class OpenAICompletionsClient:
         return parse_completion(data)
 
     async def close(self) -> None:
-        await self._http.aclose()
+        """Close the running loop's session; a session left on another loop is let go (its loop owns its
+        connections)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        sessions, self._sessions = self._sessions, {}
+        for owner, session in sessions.items():
+            if owner is loop:
+                await session.close()
+            else:
+                session.detach()
 
     async def __aenter__(self) -> OpenAICompletionsClient:
         return self
@@ -101,8 +116,19 @@ class OpenAICompletionsClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _session(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            session = self._sessions[loop] = async_session(
+                timeout=self.timeout, max_connections=self.max_connections, headers=self._headers
+            )
+        return session
+
     async def _resolve_model(self) -> str:
         """The first served model; asked once even when many requests start at the same time."""
+        if self._model_lock is None:
+            self._model_lock = asyncio.Lock()
         async with self._model_lock:
             if self.model is None:
                 data = await self._request("GET", "/v1/models")
@@ -111,6 +137,18 @@ class OpenAICompletionsClient:
                 except (KeyError, IndexError, TypeError) as exc:
                     raise ClientError(f"{self.base_url}/v1/models lists no model: {data!r:.300}") from exc
         return self.model
+
+    async def _send(
+        self, method: str, url: str, body: dict[str, Any] | None, headers: dict[str, str] | None
+    ) -> tuple[int, bytes, str]:
+        """One attempt: the answer's status, body and reason phrase (transport failures raise aiohttp's and
+        asyncio's errors)."""
+        # bytes, not str: aiohttp would encode a str payload again (3.8% of the gateway's samples at c=64)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        if data is not None:
+            headers = {**(headers or {}), "Content-Type": "application/json"}
+        async with self._session().request(method, url, data=data, headers=headers) as resp:
+            return resp.status, await resp.read(), resp.reason or ""
 
     async def _request(
         self, method: str, path: str, body: dict[str, Any] | None = None, *, request_id: str | None = None
@@ -127,30 +165,42 @@ class OpenAICompletionsClient:
             if request_id:
                 headers = {"X-Request-Id": request_id if attempt == 0 else f"{request_id}-retry{attempt}"}
             try:
-                resp = await self._http.request(method, url, json=body, headers=headers)
-            except httpx.UnsupportedProtocol as exc:
-                raise ClientError(f"{method} {url}: {exc} (base_url needs http:// or https://)") from exc
-            except httpx.TransportError as exc:  # connect errors, timeouts, dropped connections
-                cause, last_exc, last_status = f"{type(exc).__name__}: {exc}", exc, None
+                status, raw, reason = await self._send(method, url, body, headers)
+            except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
+                raise ClientError(f"{method} {url}: {exc!r} (base_url needs http:// or https://)") from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:  # connect errors, timeouts, dropped links
+                cause, last_exc, last_status = _transport_cause(exc, self.timeout), exc, None
                 continue
-            status = resp.status_code
             if is_retryable_status(status):
-                cause, last_exc, last_status = f"HTTP {status}: {_error_message(resp)}", None, status
+                cause, last_exc, last_status = f"HTTP {status}: {_error_message(raw, reason)}", None, status
                 continue
             if status >= 400:
                 raise ClientError(
-                    f"{method} {url} was rejected with HTTP {status}: {_error_message(resp)}",
+                    f"{method} {url} was rejected with HTTP {status}: {_error_message(raw, reason)}",
                     status_code=status,
                 )
             try:
-                return resp.json()
+                return json.loads(raw)
             except ValueError as exc:
-                raise ClientError(f"{method} {url} answered with non-JSON: {resp.text[:300]!r}") from exc
+                text = raw[:300].decode(errors="replace")
+                raise ClientError(f"{method} {url} answered with non-JSON: {text!r}") from exc
         raise ClientError(
             f"{method} {url} failed after {attempts} attempt(s); last error: {cause}",
             status_code=last_status,
             retryable=True,
         ) from last_exc
+
+
+def _transport_cause(exc: BaseException, timeout: float) -> str:
+    """A transport failure in words: its kind (``ConnectError``, ``Timeout``, ``ServerDisconnected``, or
+    aiohttp's class name) and aiohttp's message."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"ConnectError: {exc}"
+    if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError and ConnectionTimeoutError are ones
+        return f"Timeout: no answer within {timeout:g} s ({type(exc).__name__}: {exc})"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return f"ServerDisconnected: {exc}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def completion_request(prompt_ids: list[int], sampling: Sampling, model: str) -> dict[str, Any]:
@@ -235,12 +285,13 @@ def _ids_from_tokens(tokens: Any) -> list[int]:
     )
 
 
-def _error_message(resp: httpx.Response) -> str:
+def _error_message(raw: bytes, reason: str) -> str:
     """The server's explanation: OpenAI/vLLM ``{"error": {"message"}}``, FastAPI ``detail``, or the text."""
+    text = raw.decode(errors="replace")
     try:
-        payload = resp.json()
+        payload = json.loads(text)
     except ValueError:
-        return resp.text[:500] or resp.reason_phrase
+        return text[:500] or reason
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and error.get("message"):
