@@ -57,6 +57,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-staleness", type=int, default=0)
+    parser.add_argument(
+        "--epsilon-high",
+        type=float,
+        help="PPO's upper clip (default: the lower one, 0.2); in a stale batch right answers are past 1.2 "
+        "after one update at this learning rate, and the clip zeroes their gradient (docs/trl.md)",
+    )
     parser.add_argument("--invert-mask", action="store_true", help="train on the observation tokens instead")
     parser.add_argument("--server", help="a vLLM server on the tiny model, in dev mode (default: start one)")
     args = parser.parse_args()
@@ -87,6 +93,7 @@ def main() -> None:
             seed=args.seed,
             vllm_server_base_url=url,
             max_staleness=args.max_staleness,
+            epsilon_high=args.epsilon_high,
             queue_maxsize=max(args.max_staleness, 1) * 32,  # generate no further ahead than can be trained
             logging_steps=1,
             report_to=[],

@@ -303,6 +303,15 @@ class ToolgymRolloutLoop(_AsyncRolloutLoop):
         zero for an untrainable episode)."""
         return list(sample.mask)
 
+    async def _run_loops(self, stop_event: Any) -> None:
+        """TRL's loops, then the server's client closed on this loop (its pooled aiohttp session is bound to
+        the loop, which TRL closes when the loops end: left open, aiohttp warns of an unclosed session)."""
+        try:
+            await super()._run_loops(stop_event)
+        finally:
+            if self._client is not None:
+                await self._client.close()
+
     def _episode_setup(self) -> tuple[EpisodeHost, LLMClient, ChatRenderer, RolloutConfig]:
         """The host, the server's client, the renderer and the budgets, made once in the child process."""
         if self._host is None:
