@@ -23,13 +23,13 @@ its output: the agent's run ends and that is its final answer (post it to ``/ses
 
 from __future__ import annotations
 
-import os
 import platform
 import shlex
-import threading
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+from toolgym.util.http import process_client
 
 #: the first output line that ends a mini-swe-agent run (its own environments' rule)
 SUBMIT = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
@@ -63,7 +63,7 @@ class GatewayEnvironment:
         if cwd:
             command = f"cd -- {shlex.quote(cwd)} && {command}"
         url = f"{self.config.tools_url.rstrip('/')}/{self.config.tool}"
-        response = _http().post(
+        response = process_client().post(
             url, json={"arguments": {"command": command}}, timeout=self.config.http_timeout_s
         )
         if response.status_code != 200:
@@ -121,21 +121,6 @@ def command_result(run: dict[str, Any]) -> dict[str, Any]:
     if code is None or body is None:
         return {"output": "", "returncode": -1, "exception_info": str(run["output"])}
     return {"output": output, "returncode": int(code), "exception_info": ""}
-
-
-_client: tuple[int, Any] | None = None
-_client_lock = threading.Lock()
-
-
-def _http() -> Any:
-    """The process's sync client for the gateway (one per process: a forked child makes its own)."""
-    global _client
-    with _client_lock:
-        if _client is None or _client[0] != os.getpid():
-            import httpx
-
-            _client = (os.getpid(), httpx.Client())
-        return _client[1]
 
 
 __all__ = ["SUBMIT", "GatewayEnvironment", "GatewayEnvironmentConfig", "command_result"]

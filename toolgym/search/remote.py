@@ -19,8 +19,6 @@ is only as reproducible as it is.
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -28,29 +26,12 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from toolgym.search.base import Hit, RetrieverError
-from toolgym.util.http import shared_ssl_context
+from toolgym.util.http import process_client
 from toolgym.util.retry import backoff_delay, is_retryable_status
 
 
 class _Retryable(Exception):
     """An attempt failed in a way that may pass on its own."""
-
-
-_process_http: tuple[int, httpx.Client] | None = None
-_process_http_lock = threading.Lock()
-
-
-def _process_client() -> httpx.Client:
-    """One HTTP client per process for every ``RemoteRetriever``: one connection pool, built once. Each
-    env makes a retriever, a trainer makes an env per concurrent episode, and each new httpx client reads the
-    proxy settings from the environment and sets up TLS (~0.3 ms and ~50 ms). Requests pass their own
-    timeout. A forked child makes its own (connections must not be shared across processes)."""
-    global _process_http
-    with _process_http_lock:
-        if _process_http is None or _process_http[0] != os.getpid():
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-            _process_http = (os.getpid(), httpx.Client(limits=limits, verify=shared_ssl_context()))
-        return _process_http[1]
 
 
 class RemoteRetriever:
@@ -84,7 +65,7 @@ class RemoteRetriever:
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
         self.return_scores = return_scores
-        self._client = client or _process_client()
+        self._client = client or process_client()
         self._owns_client = False  # a given client is the caller's; the process-wide one outlives this
 
     #: how the client waits between attempts (tests replace it to record the waits)

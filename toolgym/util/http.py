@@ -19,6 +19,7 @@ httpx's defaults (certifi's bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set)
 from __future__ import annotations
 
 import contextlib
+import os
 import ssl
 import threading
 import time
@@ -51,6 +52,26 @@ def async_session(*, timeout: float, max_connections: int, headers: dict[str, st
     # connect=None: waiting for a free pooled connection is not a timeout (bursts queue instead of failing)
     limits = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout, sock_read=timeout)
     return aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers or {})
+
+
+_process_http: tuple[int, Any] | None = None
+_process_http_lock = threading.Lock()
+
+
+def process_client() -> Any:
+    """One sync ``httpx.Client`` per process for callers that make many short-lived users of it (a remote
+    retriever per env, mini-swe-agent's environment per command): one connection pool, built once, the
+    shared TLS context. Each new httpx client reads the proxy settings from the environment and sets up TLS
+    (~0.3 ms and ~50 ms). Requests pass their own timeout. A forked child makes its own (connections must
+    not be shared across processes)."""
+    global _process_http
+    with _process_http_lock:
+        if _process_http is None or _process_http[0] != os.getpid():
+            import httpx
+
+            limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+            _process_http = (os.getpid(), httpx.Client(limits=limits, verify=shared_ssl_context()))
+        return _process_http[1]
 
 
 def pooled_client(base_url: str, *, timeout: float, max_workers: int, transport: Any = None) -> Any:
