@@ -152,5 +152,5 @@ def test_a_judged_env_is_checked_against_the_scripted_judge_when_no_endpoint_is_
     assert main(["check", "toolgym/Report-v0", "--format", "xml", "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert "== toolgym/Report-v0: passed (xml;" in out, out[-3000:]
-    assert "no judge endpoint is set (TOOLGYM_JUDGE_URL): checked against toolgym's scripted judge" in out
+    assert "no judge endpoint is set (TOOLGYM_JUDGE_URL): judged by toolgym's scripted judge" in out
     assert "TOOLGYM_JUDGE_URL" not in os.environ  # put back as it was

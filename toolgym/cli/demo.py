@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -30,11 +31,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Judged envs (toolgym/Report-v0) with no judge endpoint set play against toolgym's scripted judge on
+    loopback, for the scripted episodes and the model rollouts both, as ``toolgym check`` does."""
+    import toolgym
+    from toolgym.cli.judge_fallback import NOTE, judging_unset
+
+    env_ids = args.env or sorted(toolgym.ENVS)
+    unknown = sorted(set(env_ids) - set(toolgym.ENVS))
+    if unknown:
+        raise ValueError(f"unknown env id(s): {', '.join(unknown)} (toolgym list shows them)")
+    with contextlib.ExitStack() as stack:
+        for env_id in judging_unset(stack, env_ids):
+            print(f"{env_id}: {NOTE}")
+        code = _demo_scripted(env_ids, args.episodes)
+        if code or args.no_llm:
+            return code
+        return _demo_rollouts(env_ids, args.llm_tasks, args.group_size, verbose=args.verbose)
+
+
+def _demo_scripted(env_ids: Sequence[str], episodes: int) -> int:
+    """Each env's oracle and a wrong answer, scripted, in every action format: 1.0 and 0.0 expected."""
     import toolgym
     from toolgym.parsers import PARSERS
     from toolgym.testing.scripted import oracle_script, play_script, wrong_script
 
-    env_ids = args.env or sorted(toolgym.ENVS)
     rows, failures = [], 0
     for env_id in env_ids:
         if toolgym.ENVS[env_id].oracle is None:
@@ -46,7 +66,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             assert isinstance(inner, toolgym.ToolEnv), env_id
             for policy, script_for in (("oracle", oracle_script), ("wrong answer", wrong_script)):
                 summaries = []
-                for seed in range(args.episodes):
+                for seed in range(episodes):
                     env.reset(seed=seed)
                     task = inner.task
                     assert task is not None  # reset drew it
@@ -73,9 +93,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\n{failures} row(s) did not get the expected reward (oracle 1.0, wrong answer 0.0)")
         return 1
     print("\nevery oracle row scored 1.0 and every wrong-answer row 0.0")
-    if args.no_llm:
-        return 0
-    return _demo_rollouts(env_ids, args.llm_tasks, args.group_size, verbose=args.verbose)
+    return 0
 
 
 def _demo_rollouts(env_ids: Sequence[str], tasks: int, group_size: int, verbose: bool = False) -> int:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
-from collections.abc import Iterator
 from typing import TextIO
 
 import gymnasium as gym
@@ -156,43 +154,10 @@ def _read_action(stdin: TextIO) -> str | None:
         lines.append(line)
 
 
-JUDGE_URL_VAR, JUDGE_MODEL_VAR = "TOOLGYM_JUDGE_URL", "TOOLGYM_JUDGE_MODEL"
-
-
-def _judged_without_an_endpoint(env_id: str, kwargs: dict) -> bool:
-    """An env judged by an LLM endpoint (its factory takes ``judge=``) that none is given to: neither the
-    ``judge`` kwarg nor ``TOOLGYM_JUDGE_URL``."""
-    import inspect
-
-    import toolgym
-
-    spec = toolgym.ENVS.get(env_id)
-    if spec is None or "judge" in kwargs or os.environ.get(JUDGE_URL_VAR):
-        return False
-    return "judge" in inspect.signature(spec.factory).parameters
-
-
-@contextlib.contextmanager
-def _scripted_judge_endpoint() -> Iterator[str]:
-    """toolgym's scripted judge served on loopback, as the judge endpoint of the envs made meanwhile."""
-    from toolgym.testing.judge_server import scripted_judge
-
-    with scripted_judge(mode="reference_overlap") as judge:
-        saved = {k: os.environ.get(k) for k in (JUDGE_URL_VAR, JUDGE_MODEL_VAR)}
-        os.environ.update({JUDGE_URL_VAR: judge.url, JUDGE_MODEL_VAR: "scripted"})
-        try:
-            yield judge.url
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     """The logic is ``toolgym.testing.check``; this prints its reports."""
     import toolgym
+    from toolgym.cli.judge_fallback import NOTE, judging_unset
     from toolgym.testing.check import check_toolenv
 
     env_ids = sorted(toolgym.ENVS) if args.all else args.env_ids
@@ -202,16 +167,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     kwargs = parse_kwargs(args.kwarg)
     reports = []
     with contextlib.ExitStack() as stack:
-        judge_url: str | None = None
+        unjudged = judging_unset(stack, env_ids, kwargs)
         for env_id in env_ids:
-            note = ""
-            if _judged_without_an_endpoint(env_id, kwargs):
-                if judge_url is None:
-                    judge_url = stack.enter_context(_scripted_judge_endpoint())
-                note = (
-                    f"no judge endpoint is set ({JUDGE_URL_VAR}): checked against toolgym's scripted judge "
-                    "(scores by the reference answer's words): the env's plumbing, not a model judge"
-                )
+            note = NOTE if env_id in unjudged else ""
             report = check_toolenv(
                 env_id,
                 episodes=args.episodes,

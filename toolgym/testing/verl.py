@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -292,29 +291,28 @@ def session_pids(sid: int) -> list[int]:
 
 
 def run_in_session(
-    command: Sequence[str], timeout_s: float, env: dict[str, str] | None = None
+    command: Sequence[str],
+    timeout_s: float,
+    env: dict[str, str] | None = None,
+    *,
+    stall_s: float | None = None,
+    trace: Path | None = None,
 ) -> tuple[int | None, str]:
     """Run ``command`` (in ``env``, else this process's environment) in a process session of its own, its
     stdout and stderr as one text, and end whatever it left in that session afterwards (``end_session``):
     ``(exit status, log)``, the status None when it ran past ``timeout_s`` (verl hangs instead of exiting on
-    some failures)."""
-    proc = subprocess.Popen(
-        list(command),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env=env,
+    some failures). With ``stall_s``, a run that makes no progress for that long (no new kind of log line, no
+    step, no event in its ``trace`` directory) is ended at once and ``RunStalled`` says where it stood
+    (``toolgym.testing.stall_watch``); the log then ends with a line of the watch's saying the run's longest
+    silence (``[stall watch] ...``)."""
+    from toolgym.testing.stall_watch import run_watched
+
+    code, log, progress = run_watched(
+        command, timeout_s, env=env, stall_s=stall_s, trace=trace, end=end_session
     )
-    try:
-        log, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, log
-    except subprocess.TimeoutExpired:
-        end_session(proc.pid)
-        log, _ = proc.communicate()
-        return None, log
-    finally:
-        end_session(proc.pid)
+    if stall_s is not None:
+        log += f"\n[stall watch] {progress.summary()} (bound {stall_s:.0f} s)\n"
+    return code, log
 
 
 def _open_files() -> set[str]:

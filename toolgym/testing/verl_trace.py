@@ -28,15 +28,22 @@ With ``tokens=True`` (``TOOLGYM_VERL_TRACE_TOKENS=1``) the trace also keeps what
   saves the weights it sent (``weights-<label>.pt``), so a fresh forward pass can recompute what each
   version's sampled tokens' logprobs must be.
 
-With ``force_partial_after=N`` (on top of ``tokens``) the run is made to cut a generation short with a weight
-sync and resume it under the new weights, as verl's partial rollouts do when a sync lands while the rollout
-runs ahead, and so that the cut episode is trained on: the episodes after the first ``N`` (the first training
-step's; the rollout runs ahead of it) wait before their first generation until the first sync after an
-update begins (``CheckpointEngineManager.update_weights``, in the trainer); that sync waits until one of them
-is in flight in vLLM and the engine has taken ``FORCE_STEPS`` decode steps since, then goes on; its abort
-cuts the generation short, and toolgym's client resumes it under the new weights. The engine must decode
-slowly enough for the abort to land before the generation ends (``toolgym.testing.slow_decode``, which counts
-its steps into the trace directory). A ``sync_held`` event says what the sync waited for.
+With ``force_partial_after_prompts=N`` (on top of ``tokens``) the run is made to cut a generation short with a
+weight sync and resume it under the new weights, as verl's partial rollouts do when a sync lands while the
+rollout runs ahead, and so that the cut episode is trained on. ``N`` is the number of prompts of the first
+training step (``train_batch_size``): the episodes of the prompts after them (the rollout runs ahead) wait
+before they start until the first sync after an update begins (``CheckpointEngineManager.update_weights``, in
+the trainer); that sync waits until one of them is in flight in vLLM and the engine has taken ``FORCE_STEPS``
+decode steps since, then goes on; its abort cuts the generation short, and toolgym's client resumes it under
+the new weights. Which prompt an episode is of comes from its ``uid``, which verl's fully-async rollouter
+numbers in the order it feeds the prompts (``uid_sample_<epoch>_<n>``, ``n`` from 1), the same in every
+agent-loop worker: whatever order the episodes start in and however they are spread over workers, the first
+step's episodes are never held (holding one of them would hold the update the others wait for). The engine
+must decode slowly enough for the abort to land before the generation ends (``toolgym.testing.slow_decode``,
+which counts its steps into the trace directory). ``held`` and ``released`` events say which episodes waited
+and for how long, a ``sync_held`` event what the sync waited for, and a ``force_failed`` event why a run could
+not be forced (an episode without such a ``uid``, a hold or a sync that gave up after ``HOLD_S``): a test's
+watch (``toolgym.testing.verl.run_in_session``) ends the run when it sees one.
 
 Nothing changes unless ``TOOLGYM_VERL_TRACE`` names a directory; the wrappers add a gather of the weights per
 update (test sizes only) and never alter what they wrap (a forced partial rollout only delays a sync).
@@ -49,6 +56,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import socket
 import time
 import types
@@ -64,7 +72,8 @@ FORCE_PARTIAL_ENV = "TOOLGYM_VERL_TRACE_FORCE_PARTIAL_AFTER"
 COUNTER_ENV = "TOOLGYM_SLOW_DECODE_COUNTER"
 MODULE = __name__
 #: how long a forced sync waits for a generation in flight, and a held episode for that sync, before giving
-#: up (the run goes on unforced, and a test of the partial rollout fails instead of hanging)
+#: up with a ``force_failed`` event (a backstop: a run whose update never comes stops making progress, and a
+#: test's watch ends it sooner)
 HOLD_S = 180.0
 #: decode steps the engine takes after a generation is in flight before the forced sync goes on: the first
 #: samples its first token (prefill), the second one more, so the cut generation has tokens of the old weights
@@ -72,20 +81,21 @@ FORCE_STEPS = 2
 
 
 def trace_env(
-    directory: str | os.PathLike, *, tokens: bool = False, force_partial_after: int | None = None
+    directory: str | os.PathLike, *, tokens: bool = False, force_partial_after_prompts: int | None = None
 ) -> dict[str, str]:
     """The environment that makes a ``toolgym train`` run (and every Ray process in it) write its trace into
     ``directory``: pass it to the launcher's process. ``tokens``: keep the tokens, logprobs and synced weights
-    too; ``force_partial_after``: make the first sync after an update cut short a generation of the episodes
-    after that many (with ``tokens``; the run's engine must decode slowly, ``toolgym.testing.slow_decode``).
+    too; ``force_partial_after_prompts``: make the first sync after an update cut short a generation of the
+    prompts after that many, the first training step's (with ``tokens``, in a fully-async run; the run's
+    engine must decode slowly, ``toolgym.testing.slow_decode``).
     The module docstring says more."""
     from toolgym.trainers.verl_adapter import verl_modules_env
 
     env = {TRACE_ENV: str(directory), **verl_modules_env(MODULE)}
     if tokens:
         env[TOKENS_ENV] = "1"
-    if force_partial_after is not None:
-        env[FORCE_PARTIAL_ENV] = str(force_partial_after)
+    if force_partial_after_prompts is not None:
+        env[FORCE_PARTIAL_ENV] = str(force_partial_after_prompts)
         env[COUNTER_ENV] = str(Path(directory) / "decode-steps")
     return env
 
@@ -107,21 +117,50 @@ def _sync_begun() -> Path:
     return Path(os.environ[TRACE_ENV]) / "sync-begun"
 
 
-#: request ids in the order their first generation was asked for (a forced partial rollout)
-_requests: list[str] = []
+#: the uid verl's fully-async rollouter gives a prompt's episodes: its epoch, then ``n``, counting the prompts
+#: it feeds from 1 (``FullyAsyncRollouter._feed_samples``)
+_SAMPLE_UID = re.compile(r"sample_(\d+)_(\d+)$")
 
 
-async def _hold_run_ahead(request_id: str) -> None:
-    """An episode after the first ``FORCE_PARTIAL_ENV`` waits until the first sync after an update begins."""
+class ForceFailed(RuntimeError):
+    """A forced partial rollout cannot happen in this run (the reason is also a ``force_failed`` event)."""
+
+
+def _fail_force(reason: str) -> None:
+    _write("force_failed", reason=reason)
+
+
+def runs_ahead(uid: str, first_step_prompts: int) -> bool:
+    """Whether an episode with verl's ``uid`` is of a prompt after the first training step's
+    ``first_step_prompts``; ``ForceFailed`` for a uid that is not the fully-async rollouter's."""
+    match = _SAMPLE_UID.search(uid)
+    if match is None:
+        raise ForceFailed(
+            f"episode uid {uid!r} is not verl's fully-async rollouter's (uid_sample_<epoch>_<n>): a partial "
+            "rollout can only be forced in a fully_async run"
+        )
+    return int(match[2]) > first_step_prompts
+
+
+async def _hold_run_ahead(uid: str) -> None:
+    """An episode of a prompt after the first step's waits until the first sync after an update begins."""
     import asyncio
 
-    if request_id not in _requests:
-        _requests.append(request_id)
-    if _requests.index(request_id) < int(os.environ[FORCE_PARTIAL_ENV]):
+    try:
+        held = runs_ahead(uid, int(os.environ[FORCE_PARTIAL_ENV]))
+    except ForceFailed as error:
+        _fail_force(str(error))
+        return
+    if not held or _sync_begun().exists():  # a prompt fed after the sync began (step 2's) goes at once
         return
     start = time.time()
-    while not _sync_begun().exists() and time.time() - start < HOLD_S:
+    _write("held", uid=uid)
+    while not _sync_begun().exists():
+        if time.time() - start > HOLD_S:
+            _fail_force(f"episode {uid} was held {HOLD_S:.0f} s and no sync after an update began")
+            return
         await asyncio.sleep(0.02)
+    _write("released", uid=uid, waited=time.time() - start)
 
 
 def read_trace(directory: str | os.PathLike) -> list[dict[str, Any]]:
@@ -236,6 +275,8 @@ def _trace_episodes(module: types.ModuleType) -> None:
 
     @functools.wraps(original)
     async def run(self, *args, **kwargs):
+        if _forcing_partial():
+            await _hold_run_ahead(str(kwargs.get("uid") or ""))
         start = time.time()
         output = await original(self, *args, **kwargs)
         extra = output.extra_fields or {}
@@ -266,7 +307,6 @@ def _trace_attempts(module: types.ModuleType) -> None:
         async def traced(request_id, **kwargs):
             marker = None
             if _forcing_partial():
-                await _hold_run_ahead(str(request_id))
                 marker = _in_flight_dir() / f"{os.getpid()}-{next(_markers)}"
                 marker.parent.mkdir(parents=True, exist_ok=True)
                 marker.touch()
@@ -372,6 +412,17 @@ def _hold_syncs(module: types.ModuleType) -> None:
             while seen and time.time() - start < HOLD_S and decode_steps() < steps + FORCE_STEPS:
                 await asyncio.sleep(0.02)
             in_flight = sorted(path.name for path in flight.glob("*"))
+            if not seen:
+                _fail_force(
+                    f"the sync for version {global_steps} waited {HOLD_S:.0f} s and no episode of a prompt "
+                    "that ran ahead was in flight (did the rollout run ahead? staleness_threshold)"
+                )
+            elif decode_steps() < steps + FORCE_STEPS:
+                _fail_force(
+                    f"the sync for version {global_steps} waited {HOLD_S:.0f} s for {FORCE_STEPS} decode "
+                    "steps of the generation in flight (is toolgym.testing.slow_decode the engine's logits "
+                    "processor?)"
+                )
             _write("sync_held", version=global_steps, in_flight=in_flight, waited=time.time() - start)
         return await inner(self, global_steps=global_steps)
 

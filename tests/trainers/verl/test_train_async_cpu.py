@@ -40,6 +40,7 @@ import yaml
 from toolgym.testing import tiny_model_path
 from toolgym.testing.slow_decode import DELAY_ENV
 from toolgym.testing.slow_decode import QUALNAME as SLOW_DECODE
+from toolgym.testing.stall_watch import VERL_STALL_S
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
 from toolgym.testing.verl_tokens import FAULTS, PARTIAL_FAULTS, TokenCheck, check_tokens, load_run, plant
 from toolgym.testing.verl_trace import trace_env
@@ -54,8 +55,9 @@ LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra
 #: docstring): one prompt of run-ahead (0.5 x 2), turns of up to 10 tokens, 0.15 s a decode step
 PARTIAL = {"async_training": {"staleness_threshold": 0.5}, "max_tokens_per_turn": 10}
 SLOW_DECODE_S = 0.15
-#: the episodes of the first training step (2 groups of 2): those after them wait for the forced sync
-FIRST_STEP_EPISODES = 4
+#: the prompts of the first training step (train_batch_size): the episodes of those after them wait for the
+#: forced sync
+FIRST_STEP_PROMPTS = 2
 
 
 def _run(tmp_path_factory, example: str, partial: bool = False) -> tuple[Path, str]:
@@ -65,7 +67,7 @@ def _run(tmp_path_factory, example: str, partial: bool = False) -> tuple[Path, s
     sync after an update forced to cut a generation short."""
     out = tmp_path_factory.mktemp(example) / "run"
     trace = trace_env(
-        out.parent / "trace", tokens=True, force_partial_after=FIRST_STEP_EPISODES if partial else None
+        out.parent / "trace", tokens=True, force_partial_after_prompts=FIRST_STEP_PROMPTS if partial else None
     )
     env = {**os.environ, **trace}
     config = EXAMPLES / f"{example}.yaml"
@@ -81,7 +83,9 @@ def _run(tmp_path_factory, example: str, partial: bool = False) -> tuple[Path, s
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
     start = time.monotonic()
     with removing_leaked_shm():
-        code, log = run_in_session([*command, "--", *overrides], TIMEOUT_S, env=env)
+        code, log = run_in_session(
+            [*command, "--", *overrides], TIMEOUT_S, env=env, stall_s=VERL_STALL_S, trace=out.parent / "trace"
+        )
     (out.parent / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
     print(f"{example}: toolgym train took {time.monotonic() - start:.0f} s", file=sys.stderr)
     if code is None:
@@ -284,6 +288,10 @@ def test_fully_async_trains_on_the_tokens_vllm_sampled_with_the_logprobs_of_the_
     # them: rows whose tokens are of two versions, each token held to its own version's weights
     (held,) = [event for event in events if event["kind"] == "sync_held"]
     assert held["version"] == 1 and len(held["in_flight"]) == 2, held
+    # the episodes held for that sync were the prompt's that ran ahead (the rollouter's third), and only they
+    for kind in ("held", "released"):
+        assert [e["uid"] for e in events if e["kind"] == kind] == ["uid_sample_0_3"] * 2, kind
+    assert not [e for e in events if e["kind"] == "force_failed"]
     cut = [e for e in events if e["kind"] == "attempt" and e["stop_reason"] in ("aborted", "abort")]
     assert len(cut) == 2 and all(e["version"] == 0 and e["token_ids"] for e in cut), cut
     assert check.resumed_episodes == 2 and check.mixed_rows == {1: 2}, check

@@ -46,6 +46,7 @@ from toolgym.core.task import Task
 from toolgym.rollout.host import EpisodeHost
 from toolgym.swe.environments import build_all, plan
 from toolgym.testing import tiny_model_path
+from toolgym.testing.stall_watch import VERL_STALL_S
 from toolgym.testing.swe_layouts import LAYOUTS, layout_row, open_to_sandbox
 from toolgym.testing.verl import removing_leaked_shm, run_in_session
 from toolgym.trainers.verl_adapter.progress import step_metrics, step_table
@@ -161,7 +162,7 @@ def cpu_run(tmp_path_factory):
     ]
     command = [sys.executable, "-m", "toolgym.cli", "train", "--config", str(config), "--out", str(out)]
     with removing_leaked_shm():
-        code, log = run_in_session([*command, "--", *extra], TIMEOUT_S)
+        code, log = run_in_session([*command, "--", *extra], TIMEOUT_S, stall_s=VERL_STALL_S)
     (directory / "train.log").write_text(log)  # kept with pytest's last temporary folders, to read later
     if code is None:
         pytest.fail(f"toolgym train did not finish in {TIMEOUT_S}s; the end of its log:\n{log[-6000:]}")
