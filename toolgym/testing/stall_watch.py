@@ -25,8 +25,10 @@ from pathlib import Path
 _VARIABLE = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}|\d+(?:\.\d+)?")
 _STEP = re.compile(r"\bstep:\d+ - ")
 #: the bound for a real verl run in a test on two cores: a run silent this long has stalled. The longest
-#: silences measured in passing runs on loaded cores were XX s (the sync, one-step-off and fully-async CPU
-#: runs: start-up, the first update, a sync's hold)
+#: silences of passing runs (the sync, one-step-off and fully-async CPU runs, one core kept busy beside
+#: them) were 20-21 s: in start-up, and while the fully-async rollouter waits for the first sync. Seven
+#: times that leaves room for a busier machine; a stalled run is ended 150 s after its last progress, not at
+#: its 600-s limit
 VERL_STALL_S = 150.0
 #: the roles whose last lines a stalled run's report shows
 ROLES = ("FullyAsyncTrainer", "FullyAsyncRollouter", "OneStepOff", "TaskRunner", "step:")
@@ -138,8 +140,14 @@ def watch(
     """Read ``proc``'s output (text, one stream) until it exits; ``end()`` it on a stall (``RunStalled``),
     a ``force_failed`` event (``RunStalled``) or past ``timeout_s`` (status None)."""
     progress = Progress(trace=trace)
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: [progress.saw_line(line) for line in proc.stdout], daemon=True)
+    stdout = proc.stdout
+    assert stdout is not None
+
+    def read() -> None:
+        for line in stdout:
+            progress.saw_line(line)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     start = time.monotonic()
     stalled = None
