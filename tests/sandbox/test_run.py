@@ -142,7 +142,8 @@ def test_the_wall_clock_starts_when_the_program_starts(make_sandbox, monkeypatch
 def test_cpu_limit_is_reported_as_timeout(sb):
     # a generous wall clock, so that only the CPU limit can fire even on a loaded machine
     res = sb.run("while True: pass", limits=sb.limits.model_copy(update={"cpu_s": 1, "timeout_s": 30}))
-    assert res.status == "timeout" and res.detail == "CPU time limit of 1 s exceeded"
+    seen = (res.status, res.detail, res.signal, res.cpu_s, res.wall_s)
+    assert res.status == "timeout" and res.detail == "CPU time limit of 1 s exceeded", seen
     assert res.cpu_s >= 0.8  # it spent its CPU budget, the one passed to this call (the sandbox's is 5 s)
 
 
