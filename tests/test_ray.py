@@ -3,6 +3,7 @@ the tiny model in two engine actors, and ``toolgym serve tools --ray`` as a Ray 
 
 import argparse
 import json
+import os
 import time
 
 import httpx
@@ -17,6 +18,7 @@ from toolgym.server.ray_serve import (
     options_from_args,
     serve_tools,
     stateful_tools,
+    use_local_ray_env,
 )
 from toolgym.server.tools_api import ToolServerConfig
 from toolgym.testing.servers import free_port
@@ -25,6 +27,7 @@ from toolgym.testing.servers import free_port
 @pytest.fixture(scope="module")
 def local_ray():
     start = time.perf_counter()
+    use_local_ray_env()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     print(f"ray.init took {time.perf_counter() - start:.1f}s")
     yield
@@ -85,3 +88,12 @@ def test_replica_flags_need_ray_and_consistent_bounds():
     with pytest.raises(ValueError, match="more than --max-replicas"):
         _parse("--ray", "--min-replicas", "5", "--max-replicas", "2")
     assert stateful_tools(ToolServerConfig(tools=["python", "calculator"])) == ["python"]
+
+
+def test_local_ray_env_gives_the_proxy_time_and_keeps_what_the_user_set(monkeypatch):
+    monkeypatch.delenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", raising=False)
+    use_local_ray_env()
+    assert os.environ["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"] == "60"
+    monkeypatch.setenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "7")
+    use_local_ray_env()
+    assert os.environ["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"] == "7"

@@ -187,11 +187,30 @@ def test_concurrent_calls_are_batched():
     assert sum(requests) == 40 and len(requests) < 10  # in a few batches, not 40 requests
 
 
-def test_request_interval_spaces_the_requests():
+class _FakeClock:
+    """The remote client's ``time``: it moves only when the client sleeps, so the gaps between the starts
+    the handler records are exactly the waits the client chose, however the threads are scheduled."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self._lock = threading.Lock()
+
+    def monotonic(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+def test_request_interval_spaces_the_requests(monkeypatch):
+    clock = _FakeClock()
+    monkeypatch.setattr("toolgym.tools.remote.time", clock)
     starts = []
 
     def record(request):
-        starts.append(time.monotonic())
+        starts.append(clock.monotonic())
         return _ok(request)
 
     client = ToolServerClient(
@@ -200,7 +219,7 @@ def test_request_interval_spaces_the_requests():
     for i in range(4):
         client.call("calculator", {"expression": str(i)})
     gaps = [b - a for a, b in itertools.pairwise(starts)]
-    assert min(gaps) >= 0.045
+    assert gaps == pytest.approx([0.05] * 3)
 
 
 def test_client_settings_are_checked():

@@ -12,7 +12,8 @@ than one replica a trajectory's later calls may land on a replica that does not 
 stateless tools (calculator, search) freely; keep one replica for stateful ones, or give each trainer node its
 own tool server.
 
-Where it runs: the Ray cluster at ``RAY_ADDRESS`` when it is set, else a local Ray instance started here.
+Where it runs: the Ray cluster at ``RAY_ADDRESS`` when it is set, else a local Ray instance started here
+(with :data:`LOCAL_RAY_ENV`, unless the environment already sets those variables).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from toolgym.server.tools_api import ToolServerConfig
 from toolgym.util.kwargs import positive_int
 
 __all__ = [
+    "LOCAL_RAY_ENV",
     "RayServeOptions",
     "ToolServerDeployment",
     "add_ray_arguments",
@@ -35,7 +37,22 @@ __all__ = [
     "serve_tools",
     "stateful_tools",
     "tools_application",
+    "use_local_ray_env",
 ]
+
+#: Serve's settings for a Ray instance started on this machine. Serve's controller gives its HTTP proxy
+#: actor 5 s to report ready (then 10, 15, ...) and kills it past that, and ``serve.start`` waits on that
+#: first actor, so it fails with ``ActorDiedError`` when starting the proxy's worker process takes longer:
+#: on a busy two-core machine (CI's main suite beside it) it did. A minute is what ``serve.start`` itself
+#: waits for the proxy.
+LOCAL_RAY_ENV = {"RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60"}
+
+
+def use_local_ray_env() -> None:
+    """Put :data:`LOCAL_RAY_ENV` in this process's environment (what the user set wins) before a local Ray
+    instance starts: its raylet, and so Serve's controller, inherit it."""
+    for name, value in LOCAL_RAY_ENV.items():
+        os.environ.setdefault(name, value)
 
 
 class RayServeOptions(BaseModel):
@@ -150,6 +167,7 @@ def serve_tools(
         if os.environ.get("RAY_ADDRESS"):
             ray.init()
         else:
+            use_local_ray_env()
             ray.init(include_dashboard=False)
     serve.start(http_options={"host": host, "port": port})
     handle = serve.run(tools_application(config, options), name=options.name, route_prefix="/")
