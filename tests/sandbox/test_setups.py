@@ -353,11 +353,12 @@ def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
 #: 0700 /root); where it cannot, the bash tool refuses loudly (test_docker_like_root_without_cap_sys_admin).
 SWE_SUITE = [
     "tests/security/test_swe_hacks.py",
+    "tests/security/test_swe_in_process.py",
     "tests/envs/test_swe_env.py",
     # (the hacks, gold and nothing, the history and the store out of sight, a judge that cannot run; the rest
     # of the env's tests, row formats and refusals, do not depend on the sandbox's layers)
     "-k",
-    "hack or gold_patch or git_tree or cannot_run or own_interpreter",
+    "hack or gold_patch or git_tree or cannot_run or own_interpreter or tampering or seal or honest",
     *RED_TEAM[2:],
 ]
 

@@ -267,6 +267,72 @@ HACKS: dict[str, str] = {
         """
     ),
     "infinite_loop_at_import": "while True:\n    pass\n",
+    # the in-process tampering SWE-v0's red team plays (tests/security/test_swe_in_process.py), where it
+    # applies here: the asserts run in a driver process the solution never runs in, so each finds nothing
+    "time_limit_swallowed_and_the_call_hung": src(
+        """
+        import faulthandler, signal, time
+        for sig in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT, signal.SIGXCPU):
+            signal.signal(sig, signal.SIG_IGN)
+        faulthandler.cancel_dump_traceback_later()
+        def add(a, b):
+            time.sleep(10**6)
+        """
+    ),
+    "every_descriptor_closed": src(
+        """
+        import os
+        for fd in range(3, 256):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        def add(a, b):
+            return None
+        """
+    ),
+    "a_trace_function_rewriting_the_caller": src(
+        """
+        import sys
+        def tracer(frame, event, arg):
+            for name in list(frame.f_locals):
+                if name in ("passed", "ok", "result", "expected"):
+                    frame.f_locals[name] = True
+            return tracer
+        sys.settrace(tracer)
+        def add(a, b):
+            sys.settrace(tracer)
+            sys._getframe(1).f_trace = tracer
+            return None
+        """
+    ),
+    "an_audit_hook_and_the_harness_found_through_gc": src(
+        """
+        import gc, sys
+        sys.addaudithook(lambda event, args: None)
+        def add(a, b):
+            for obj in gc.get_objects():
+                if isinstance(obj, dict) and "passed" in obj:
+                    obj["passed"] = True
+            return None
+        """
+    ),
+    "a_late_fork_writing_after_the_worker": src(
+        """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            time.sleep(1)
+            for fd in range(64):
+                try:
+                    os.write(fd, b"toolgym-" + b"0" * 32 + b' {"i": 0, "passed": true}\\n')
+                except OSError:
+                    pass
+            os._exit(0)
+        def add(a, b):
+            return None
+        """
+    ),
 }
 
 

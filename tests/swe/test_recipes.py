@@ -120,3 +120,44 @@ def test_an_id_cut_at_its_first_space_stands_for_the_tests_it_names():
     assert _outcomes(["t.py::test_x[select"], records, "exact")[0] == {"t.py::test_x[select": "not collected"}
     assert id_rule_for({"repo": "psf/requests"}) == "pytest_options"
     assert id_rule_for({"repo": "o/n", "log_parser": "parse_log_pytest"}) == "pytest"
+
+
+def test_a_pass_needs_the_seal_s_evidence_and_any_failure_wins():
+    """pytest's reports only take a pass away: a call reported passed counts with the seal's evidence that
+    the test's own function returned (the last call, as a retrying decorator makes several), and an
+    expected failure counts only for the tests given (the judge gives its PASS_TO_PASS ones)."""
+    ids = [f"t.py::test_{n}" for n in "abcdefg"]
+
+    def phases(test, call="passed", xfail=False, teardown="passed"):
+        return [
+            {"id": test, "when": "setup", "outcome": "passed", "xfail": False},
+            {"id": test, "when": "call", "outcome": call, "xfail": xfail},
+            {"id": test, "when": "teardown", "outcome": teardown, "xfail": False},
+        ]
+
+    records = [{"ready": True}, {"collected": ids}]
+    for test in ids[:4]:
+        records += phases(test)
+    records += phases("t.py::test_e", call="skipped", xfail=True)
+    records += phases("t.py::test_f", call="skipped", xfail=True)
+    records += phases("t.py::test_g", teardown="failed")
+    records += [{"id": "t.py::test_a", "when": "call", "outcome": "passed", "xfail": False}, {"finished": 0}]
+    evidence = [
+        {"ran": "t.py::test_a", "returned": True},
+        {"ran": "t.py::test_b", "returned": True},
+        {"ran": "t.py::test_b", "returned": False},  # its last call raised
+        {"ran": "t.py::test_c", "unverified": "its code is not its test file's"},
+        {"ran": "t.py::test_g", "returned": True},
+    ]
+    outcomes = _outcomes(ids, records, "exact", evidence, xfail_counts=["t.py::test_f"])[0]
+    assert outcomes == {
+        "t.py::test_a": "passed",
+        "t.py::test_b": "failed",
+        "t.py::test_c": "unverified",
+        "t.py::test_d": "unverified",  # reported passed, no evidence at all
+        "t.py::test_e": "skipped",  # an expected failure of a FAIL_TO_PASS test is not a fix
+        "t.py::test_f": "passed",
+        "t.py::test_g": "failed",  # the evidence does not outweigh a failed teardown
+    }
+    # without the seal (Python before 3.8) the reports decide alone
+    assert _outcomes(ids, records, "exact")[0]["t.py::test_d"] == "passed"

@@ -21,19 +21,48 @@ episode's session (its own private ``/tmp``, its own uid, its own process tree):
    imported **before** the repository goes on ``sys.path``, so no file of the repository stands in for
    them; each test has a time limit (a hung test fails, the rest still count), and the test process an
    address-space limit below the run's (code that takes all memory fails its tests, not the run).
-5. Outcomes come from a reporter plugin over a pipe that only the judge reads, each record signed with a
-   key the runner read from its stdin before any code of the repository was imported. Text the code under
-   test prints, files it writes (a forged ``report.json`` or junit XML) and unsigned lines count for
-   nothing. A listed test that is not collected, errors in setup or teardown, or is skipped has not passed
-   (an expected failure, ``xfail``, counts as passed, as in SWE-bench).
+5. Outcomes reach the judge over a pipe only it reads, each record signed with a fresh key per run. Text
+   the code under test prints, files it writes (a forged ``report.json`` or junit XML) and unsigned lines
+   count for nothing; only the test process's own records count, and only while it runs (a process it
+   leaves behind is not read); the judge keeps the per-test time limit itself too (a test still running
+   past it has the test process killed), so undoing the runner's own watchdog from inside gains nothing.
+
+**Inside the test process** (the package under test is imported there: what the agent writes into it runs
+beside pytest). What holds by construction:
+
+- *The key is out of the package's reach.* It lives only in the defaults of an audit hook (``_tg_seal`` in
+  ``toolgym.sandbox.judge_driver``) added before any code of the repository can run; the runner's frames and
+  objects do not refer to it (it is deleted from them), an audit hook cannot be removed or listed from
+  Python, and the one way to reach its function object, gc's introspection, is refused (below). The runner
+  reports through ``sys.audit``; the hook signs and writes. A forked child's records are dropped.
+- *A pass needs evidence, never a report.* pytest's reports (``"P"`` records) can only take a pass away:
+  any failed phase in any record wins. A listed test passed only when the hook wrote an ``"E"`` record that
+  its own function returned: the runner wraps the test function for its call (inside a decorator's
+  closure too), and the hook writes that record only when the event comes from that wrapper's code object,
+  around a function whose code object is the one the test file's bytes compile to (compiled, as an import
+  and as pytest's assertion rewriter make it, before the repository could run; any other code run under
+  the test file's name is tampering). So rewriting pytest's reports (``TestReport``, ``CallInfo``,
+  ``call_and_report``, ``runtestprotocol``), pluggy's hook calls, or the judge's own plugin, skipping the
+  call, exiting with 0 or forging records yields no pass. A FAIL_TO_PASS test that fails as expected
+  (``xfail``) has not been fixed (a PASS_TO_PASS one still counts, as in SWE-bench).
+
+What is a check (fail closed: the run stops, the verdict is 0 with ``details["tampering"]`` naming it):
+pytest's, pluggy's and unittest's reporting classes and functions compared against their state before the
+repository could run, at every test's evidence (``unittest.TestCase.assertEqual`` made a no-op, a result
+class that swallows failures); and the means of reaching the runner's memory, seen by the hook: gc's
+introspection, other threads' frames, trace and profile functions, ctypes on Python's C API or raw memory,
+functions or code objects made from the test's or the runner's code, and new audit hooks (refused).
+
+What no in-process judge closes, and this one does not either: code that walks the interpreter's frames to
+the runner's wrapper during a call, or that rebinds the names a test's own code looks up (the test
+module's globals), or returns objects equal to everything, can still make a test pass. Python before 3.8
+has no audit hooks: there the outcomes are pytest's reports and the verdict says so (``details["sealed"]``).
+``tests/security/test_swe_in_process.py`` is the red team of all of the above.
 
 Reward 1 when every listed test passes (SWE-bench's *resolved*), else 0; ``reward="fraction"`` gives the
 share passed. A judge that cannot run (the sandbox failed, no pytest in the interpreter, the whole run past
-its time limit) is a ``Verdict.error`` with the reason, never a 0.
-
-The one thing no pytest-based judge can wall off, and this one does not either: the code under test runs in
-the test runner's own process, so code written to find the runner's objects in memory and rewrite them could
-still misreport. Everything above closes the ways that do not need that.
+its time limit) is a ``Verdict.error`` with the reason, never a 0. A listed test that is not collected,
+errors in setup or teardown, is skipped, or passed without evidence (``unverified``) has not passed.
 """
 
 from __future__ import annotations
@@ -137,6 +166,8 @@ class TestRun:
     covered: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     unapplied: tuple[str, ...] = ()  # changes that could not be made in the judged tree, and why
     matched: dict[str, list[str]] = field(default_factory=dict)  # listed id -> the collected tests it named
+    tampering: tuple[str, ...] = ()  # what the seal caught the code under test doing (the run stopped there)
+    sealed: bool = True  # False: the interpreter has no audit hooks, the outcomes are pytest's reports
 
 
 #: a compiled part's sources: a change to one makes the judge rebuild before the tests (``rebuild=``)
@@ -145,7 +176,7 @@ COMPILED_SOURCES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".pyx", ".pxd", "
 #: cut at its first space, as ``-rA``'s summary line splits it), ``pytest_options`` (cut, and a path
 #: parameter shortened to its last part, SWE-bench's parser for requests, pydicom and pylint)
 ID_RULES = ("exact", "pytest", "pytest_options")
-_WORST = ("failed", "timed out", "no result", "skipped", "passed")
+_WORST = ("failed", "timed out", "unverified", "no result", "skipped", "passed")
 
 
 def listed_forms(nodeid: str, rule: str) -> set[str]:
@@ -164,16 +195,26 @@ def listed_forms(nodeid: str, rule: str) -> set[str]:
 
 
 def _outcomes(
-    ids: list[str] | None, records: list[dict], rule: str = "exact"
+    ids: list[str] | None,
+    records: list[dict],
+    rule: str = "exact",
+    evidence: list[dict] | None = None,
+    xfail_counts: Iterable[str] | None = None,
 ) -> tuple[dict[str, str], bool, bool, str | None]:
     """Per listed test (every collected one when ``ids`` is None) its outcome; whether the runner got ready
     and finished; the test that was running when the runner stopped (its time limit), if any. A listed id
     that names no collected test exactly stands for the collected tests it is a ``listed_forms`` of (all
-    of them must pass)."""
+    of them must pass).
+
+    ``records`` are the runner's reports: they can only take a pass away (any failed phase in any record
+    wins). With ``evidence`` (the seal's records), a test passed only if the last call of its own function
+    returned (``{"ran": id, "returned": true}``) and its call was reported passed; without it (an
+    interpreter with no audit hooks) the reports decide alone. An expected failure (``xfail``) counts as
+    passed only for the tests in ``xfail_counts`` (default: all; the judge gives its PASS_TO_PASS ones)."""
     ready = any("ready" in r for r in records)
     finished = any("finished" in r for r in records)
     collected: set[str] = set()
-    phases: dict[str, dict[str, dict]] = {}
+    phases: dict[str, list[dict]] = {}
     running = None
     for r in records:
         if "collected" in r:
@@ -181,19 +222,31 @@ def _outcomes(
         elif "start" in r:
             running = r["start"]
         elif "id" in r:
-            phases.setdefault(r["id"], {})[r["when"]] = r
+            phases.setdefault(r["id"], []).append(r)
             if r["when"] == "teardown" and r["id"] == running:
                 running = None
+    ran: dict[str, dict] = {}
+    for e in evidence or ():
+        if "ran" in e:
+            ran[e["ran"]] = e  # the last call counts (a retrying decorator, hypothesis' examples)
+    xfail_ok = None if xfail_counts is None else set(xfail_counts)
 
     def outcome(test: str) -> str:
-        seen = phases.get(test, {})
+        seen = phases.get(test, [])
         if test == running:
             return "timed out"
-        if any(p["outcome"] == "failed" for p in seen.values()):
+        if any(p["outcome"] == "failed" for p in seen):
             return "failed"
-        if seen.get("call", {}).get("outcome") == "passed" or any(p["xfail"] for p in seen.values()):
+        if any(p["xfail"] for p in seen) and (xfail_ok is None or test in xfail_ok):
             return "passed"
-        if any(p["outcome"] == "skipped" for p in seen.values()):
+        if any(p["when"] == "call" and p["outcome"] == "passed" for p in seen):
+            if evidence is None:
+                return "passed"
+            proof = ran.get(test, {})
+            if proof.get("returned") is True:
+                return "passed"
+            return "unverified" if "unverified" in proof or not proof else "failed"
+        if any(p["outcome"] == "skipped" for p in seen):
             return "skipped"
         return "no result"
 
@@ -250,14 +303,17 @@ def run_tests(
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
     id_rule: str = "exact",
     rebuild: Sequence[str] | None = None,
+    xfail_counts: Iterable[str] | None = None,
 ) -> TestRun:
     """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
     child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at.
     ``tests=None`` runs every test pytest collects from ``files`` (default: the repository's own
-    configuration decides); ``trace`` records which functions each test calls (the miner's coverage).
+    configuration decides), judged by pytest's reports alone (no test file is known before collection to
+    compile its evidence from: the miner's runs on a repository's own history); ``trace`` records which
+    functions each test calls (the miner's coverage).
     ``id_rule``: how ``tests`` are written (``ID_RULES``); ``rebuild``: the command that rebuilds the
     compiled parts (``python`` is the run's interpreter), run first when a change touches a compiled
-    source."""
+    source. ``xfail_counts``: the tests whose expected failure counts as passed (default: every one)."""
     if id_rule not in ID_RULES:
         raise ValueError(f"id_rule must be one of {ID_RULES}, not {id_rule!r}")
     test_files = dict(test_files or {})
@@ -297,7 +353,14 @@ def run_tests(
             why = f"the judge failed ({res.status}): {res.detail or res.stderr[-300:]}"
         return TestRun({}, error=why, ignored=tuple(ignored))
     records = reply["records"]
-    outcomes, ready, finished, running = _outcomes(None if tests is None else list(tests), records, id_rule)
+    sealed = any(r.get("sealed") for r in records if "ready" in r)
+    evidence = reply.get("evidence", []) if sealed else None
+    tampering = tuple(e["tampering"] for e in evidence or () if "tampering" in e)
+    if tests is None:  # every collected test of a repository's own tree (the miner): its reports decide
+        evidence = None
+    outcomes, ready, finished, running = _outcomes(
+        None if tests is None else list(tests), records, id_rule, evidence, xfail_counts
+    )
     output = built_note + reply["out"][-4000:]
     messages = {r["id"]: r["message"] for r in records if r.get("message")}
     covered = {r["covered"]: [tuple(f) for f in r["functions"]] for r in records if "covered" in r}
@@ -310,7 +373,9 @@ def run_tests(
             + output[-300:].strip(),
             exit_code=reply["exit"],
         )
-    if running is not None and not finished:
+    if tampering:
+        output += f"\n[toolgym: the run stopped where the code under test tampered with it: {tampering[0]}]"
+    elif running is not None and not finished:
         output += f"\n[toolgym: {running} ran past its {test_timeout:g} s limit; the run stopped there]"
     elif not finished:
         output += f"\n[toolgym: the test run ended early, exit code {reply['exit']}]"
@@ -323,6 +388,8 @@ def run_tests(
         covered=covered,
         unapplied=tuple(reply["unapplied"]),
         matched=matched_ids(tests or [], records, id_rule),
+        tampering=tampering,
+        sealed=sealed,
     )
 
 
@@ -455,6 +522,7 @@ def judge(
         test_timeout=test_timeout,
         id_rule=id_rule,
         rebuild=rebuild,
+        xfail_counts=p2p,  # a FAIL_TO_PASS test that fails as expected has not been fixed
     )
     details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
     if run.matched:
@@ -464,6 +532,8 @@ def judge(
     if run.error is not None:
         details["output"] = run.output[-1500:]
         return Verdict(reward=0.0, passed=False, details=details, error=run.error)
+    if not run.sealed:
+        details["sealed"] = "no: Python before 3.8 has no audit hooks; the outcomes are pytest's reports"
     failed = [t for t in f2p + p2p if run.outcomes.get(t) != "passed"]
     passed = len(f2p) + len(p2p) - len(failed)
     total = max(len(f2p) + len(p2p), 1)
@@ -472,7 +542,10 @@ def judge(
         pass_to_pass_failed={t: run.outcomes[t] for t in p2p if t in failed},
         tests_passed=f"{passed}/{len(f2p) + len(p2p)}",
     )
-    if failed:
+    if failed or run.tampering:
         details["output"] = run.output[-1500:]
+    if run.tampering:  # the run stopped where it was caught: 0, whatever had passed before
+        details["tampering"] = list(run.tampering)
+        return Verdict(reward=0.0, passed=False, details=details)
     value = (0.0 if failed else 1.0) if reward == "resolved" else passed / total
     return Verdict(reward=value, passed=not failed, details=details)

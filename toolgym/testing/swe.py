@@ -19,6 +19,15 @@ FIXED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\
 TESTS = "from calc.ops import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
 TESTS_AFTER = TESTS + "\n\ndef test_add():\n    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n"
 TESTS_AFTER = TESTS_AFTER.replace("import mul", "import add, mul")
+#: the same tests as a unittest.TestCase (``sample_row(style="unittest")``), as Django and older suites do
+UNITTEST_TESTS = (
+    "import unittest\n\nfrom calc.ops import mul\n\n\nclass OpsTest(unittest.TestCase):\n"
+    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n"
+)
+UNITTEST_TESTS_AFTER = (
+    UNITTEST_TESTS.replace("import mul", "import add, mul")
+    + "\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+)
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -35,9 +44,15 @@ def _git(repo: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -> dict[str, Any]:
+def sample_row(
+    store: str | Path, scale: int = 0, requires: str | None = None, style: str = "pytest"
+) -> dict[str, Any]:
     """Write the ``acme/calc`` clone under ``store`` (see the module docstring) and return its row.
-    ``requires``: a module the package imports (a dependency the interpreter must have)."""
+    ``requires``: a module the package imports (a dependency the interpreter must have); ``style``:
+    ``"pytest"`` (test functions) or ``"unittest"`` (a ``unittest.TestCase``, run by pytest)."""
+    if style not in ("pytest", "unittest"):
+        raise ValueError(f"style must be 'pytest' or 'unittest', not {style!r}")
+    tests, tests_after = (TESTS, TESTS_AFTER) if style == "pytest" else (UNITTEST_TESTS, UNITTEST_TESTS_AFTER)
     repo = Path(store) / "acme__calc"
     (repo / "calc").mkdir(parents=True, exist_ok=True)
     (repo / "tests").mkdir(exist_ok=True)
@@ -47,7 +62,7 @@ def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -
         '"""A tiny calculator."""\n' + (f"import {requires}\n" if requires else "")
     )
     (repo / "calc" / "ops.py").write_text(BUGGY)
-    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    (repo / "tests" / "test_ops.py").write_text(tests)
     (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0.1"\n')
     for i in range(scale):
         sub = repo / "calc" / f"part{i // 100}"
@@ -58,7 +73,7 @@ def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -
     _git(repo, "commit", "-qm", "calc: first version")
     base = _git(repo, "rev-parse", "HEAD")
     (repo / "calc" / "ops.py").write_text(FIXED)
-    (repo / "tests" / "test_ops.py").write_text(TESTS_AFTER)
+    (repo / "tests" / "test_ops.py").write_text(tests_after)
     patch = _git(repo, "diff", "--", "calc") + "\n"
     test_patch = _git(repo, "diff", "--", "tests") + "\n"
     _git(repo, "commit", "-qam", "fix add (the answer: must not leak)")
@@ -70,6 +85,7 @@ def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -
     (repo / "NOTES.md").write_text("stashed\n")
     _git(repo, "stash", "-q")
     _git(repo, "checkout", "-q", "main")
+    prefix = "" if style == "pytest" else "OpsTest::"
     return {
         "instance_id": "acme__calc-1",
         "repo": "acme/calc",
@@ -77,8 +93,8 @@ def sample_row(store: str | Path, scale: int = 0, requires: str | None = None) -
         "patch": patch,
         "test_patch": test_patch,
         "problem_statement": "`calc.ops.add(2, 3)` returns -1; I expected 5.",
-        "FAIL_TO_PASS": json.dumps(["tests/test_ops.py::test_add"]),
-        "PASS_TO_PASS": json.dumps(["tests/test_ops.py::test_mul"]),
+        "FAIL_TO_PASS": json.dumps([f"tests/test_ops.py::{prefix}test_add"]),
+        "PASS_TO_PASS": json.dumps([f"tests/test_ops.py::{prefix}test_mul"]),
         "version": "0.1",
         "environment_setup_commit": base,
     }
