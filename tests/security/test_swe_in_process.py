@@ -2,7 +2,8 @@
 
 The package under test is imported by its tests, so what an agent writes into it runs in pytest's own
 process. Each attack below is appended to the package (``calc/__init__.py``) of a SWE-bench-style row
-(``toolgym.testing.swe``: ``add`` is broken, the hidden ``test_add`` checks it) and played as an episode
+(``toolgym.testing.swe``: ``add`` is broken, the hidden ``test_add`` checks it; 1,000 modules beside it,
+the size ``benchmarks/bench_swe.py`` measures) and played as an episode
 that fixes nothing: pytest's reports rewritten, pytest's and pluggy's machinery replaced, the judge's own
 plugin and its signing reached for, the process ended or forked, the channel closed, unittest's result and
 assertions made to pass, log lines that look like passes. Each must score 0: with no verdict error, or with
@@ -309,7 +310,7 @@ HONEST = {
 
 
 def _env(root, style):
-    (root / "rows.jsonl").write_text(json.dumps(sample_row(root, style=style)) + "\n")
+    (root / "rows.jsonl").write_text(json.dumps(sample_row(root, scale=1000, style=style)) + "\n")
     return gym.make(
         "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root), validate=False, test_timeout=4.0
     )

@@ -457,8 +457,11 @@ def _tg_pytest(cfg, key):
                _pytest.skipping, _pytest.reports.TestReport, _pytest.reports.BaseReport,
                _pytest.runner.CallInfo, _pytest.python.Function, _pytest.unittest.TestCaseFunction,
                _pytest.nodes.Item, _pytest.nodes.Node, unittest.case.TestCase, unittest.result.TestResult]
-    for name in ("_callers", "_hooks", "_manager"):
-        module = sys.modules.get("pluggy." + name)
+    # (and what a test asserts with: pytest.raises, approx, warns, fail, skip; assertion rewriting's helpers)
+    for name in ("pytest", "_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes",
+                 "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._callers", "pluggy._hooks",
+                 "pluggy._manager"):
+        module = sys.modules.get(name)
         if module is not None:
             guarded.append(module)
     for name in ("HookCaller", "_HookCaller", "HookImpl", "PluginManager"):
