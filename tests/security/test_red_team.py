@@ -107,8 +107,14 @@ def test_thread_bomb(sb, red_limits):
 
 
 def test_memory_balloon(sb):
-    res = run(sb, "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 1024 * 1024))")
-    assert res.status == "memory"
+    """A balloon ends at the memory limit, whatever the machine's load: its wall limit is wide (30 s).
+
+    It needs about 0.4 s of CPU (the kernel zeroing 450 MB of pages); under the sandbox's 3-s default, a CI
+    run with the machine's two cores shared by a dozen processes saw it end as "timeout" before it reached
+    the limit. The CPU limit (3 s) still bounds it, and time is not what this test is about.
+    """
+    res = run(sb, "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 1024 * 1024))", timeout=30)
+    assert res.status == "memory", (res.status, res.detail, res.wall_s, res.cpu_s, res.peak_memory_bytes)
 
 
 def test_memory_spread_over_many_processes(sb, red_limits):

@@ -508,7 +508,15 @@ def test_the_workers_memory_holds_the_harness_but_never_the_tests(verifier):
 IO_TASK = Task(
     id="io",
     prompt="",
-    data={"io_tests": [{"input": "1 2\n", "output": "3\n"}, {"input": "10 20\n", "output": "30\n"}]},
+    # (the second answer is a number no process's arguments or environment hold by chance: with "30", a
+    # `sleep 300` elsewhere on the machine, visible in /proc where the sandbox has no pid namespace, was
+    # "found" by read_expected_from_anywhere)
+    data={
+        "io_tests": [
+            {"input": "1 2\n", "output": "3\n"},
+            {"input": "314159265 271828182\n", "output": "585987447\n"},
+        ]
+    },
 )
 IO_HONEST = "a, b = map(int, input().split())\nprint(a + b)\n"
 IO_HACKS = {
@@ -523,9 +531,9 @@ IO_HACKS = {
                 data = open(path, 'rb').read(1 << 16)
             except OSError:
                 continue
-            if b'30' in data and b'10 20' not in data:
+            if b'585987447' in data and b'314159265 271828182' not in data:
                 found.append(path)
-        print('30' if found else 'nothing')
+        print('585987447' if found else 'nothing')
         """
     ),
     "exit_early_with_fake_output": src(
