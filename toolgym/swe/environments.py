@@ -41,6 +41,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,14 +55,23 @@ from typing import Any
 
 from toolgym.rewards.swe import COMPILED_SOURCES
 from toolgym.swe.interpreters import NoInterpreter, choose_python, machine_pythons
+from toolgym.swe.pre_install import (
+    StepFailed,
+    apt_packages,
+    missing_packages,
+    repository_step,
+    run_repository_step,
+)
 from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for
 from toolgym.swe.repos import RepoUnavailable, git, shared_repo_store
 from toolgym.swe.requirements import (
     RequirementsMissing,
     clean_lines,
     declared_extras,
+    package_name,
     read_environment_yml,
     read_requirements,
+    registry_misses,
     replace_packages,
     split_conda,
 )
@@ -76,6 +86,18 @@ OVERLAY_LIMIT = 512 << 20
 #: the install, which for a setup.py build is this, without touching the environment
 REBUILD = ("python", "setup.py", "build_ext", "--inplace")
 _PIP_FLAGS_UV_LACKS = frozenset({"-v", "-vv", "-vvv", "--verbose", "--no-use-pep517", "-q", "--quiet"})
+#: the setuptools an environment gets where its recipe does not name one. SWE-bench's conda environments
+#: (2023-24) shipped a setuptools with ``pkg_resources`` (sphinx 3.x imports it) and the legacy modules
+#: (``setuptools.dep_util``: astropy's extension-helpers). Checked on PyPI's wheels: 69.5.1 is the newest
+#: with both (70.0.0 removed ``dep_util``; ``pkg_resources`` stayed to 81), and it has PEP 660's
+#: ``build_editable`` and runs on Python 3.8 to 3.13.
+SETUPTOOLS_BOUND = "setuptools<70"
+SETUPTOOLS_WHY = (
+    "the recipe names no setuptools: the newest that still ships pkg_resources and setuptools.dep_util "
+    "(69.5.1; 70.0 removed dep_util), as SWE-bench's conda environments had"
+)
+#: how many packages a build under ``--exclude-newer`` may exempt from the date before it gives up
+MAX_DATE_EXEMPTIONS = 40
 
 
 class EnvironmentMissing(RepoUnavailable):
@@ -131,6 +153,7 @@ class _Log:
     def __init__(self, path: Path):
         self.path = path
         self.fh = open(path, "w")  # noqa: SIM115 - open across the steps; close() closes it
+        self.last_output = ""  # the last command's whole output (a failure's tail is in its message)
 
     def step(self, name: str) -> None:
         self.fh.write(f"\n=== {name} ===\n")
@@ -149,7 +172,8 @@ class _Log:
             raise BuildFailed(step, f"{argv[0]} ran past {timeout:.0f} s", self.path) from None
         except OSError as exc:
             raise BuildFailed(step, f"{argv[0]} did not start: {exc}", self.path) from None
-        self.fh.write(proc.stdout + proc.stderr)
+        self.last_output = proc.stdout + proc.stderr
+        self.fh.write(self.last_output)
         self.fh.flush()
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -194,6 +218,29 @@ def translate_install(command: str, uv: str, python: str, extra: Sequence[str]) 
         return None
     args = [a for a in args if a not in _PIP_FLAGS_UV_LACKS]
     return [uv, "pip", "install", "--python", python, *extra, *args]
+
+
+def _names(lines: Iterable[str]) -> set[str]:
+    return {package_name(line) for line in lines if line and not line.startswith("-")}
+
+
+def _filtered_by_date(output: str) -> set[str]:
+    """The packages uv's failed resolution says ``--exclude-newer`` filtered out (its hint names them)."""
+    return {package_name(n) for n in re.findall(r"`([^`]+)` was filtered by `exclude-newer`", output)}
+
+
+def _editable_target(args: Sequence[str]) -> tuple[str, list[str], list[str]] | None:
+    """(the path, its extras, the other arguments) of an ``install -e PATH[extras]``; None without ``-e``."""
+    for i, word in enumerate(args):
+        if word in ("-e", "--editable") and i + 1 < len(args):
+            target, rest = args[i + 1], [*args[:i], *args[i + 2 :]]
+        elif word.startswith("--editable="):
+            target, rest = word.split("=", 1)[1], [*args[:i], *args[i + 1 :]]
+        else:
+            continue
+        path, _, extras = target.partition("[")
+        return path or ".", [e.strip() for e in extras.rstrip("]").split(",") if e.strip()], rest
+    return None
 
 
 def _hook_source() -> str:
@@ -456,12 +503,17 @@ class EnvironmentStore:
             **recipe.env_vars,
         }
         uv_extra = ["--exclude-newer", entry.created_at] if exclude_newer and entry.created_at else []
+        date_exempt: dict[str, str] = {}  # under exclude_newer: package -> why the date does not bound it
 
         log.step("checkout")
         src = tmp / "src"
+        store = shared_repo_store(repos)
         try:
-            clone = shared_repo_store(repos).clone_dir(entry.repo)
-            shared_repo_store(repos).check(entry.repo, entry.commit)
+            clone = store.clone_dir(entry.repo)
+            store.check(entry.repo, entry.commit)
+            missing = store.missing_objects(entry.repo, entry.commit)
+            if missing is not None:
+                raise missing
             git(["clone", "--quiet", "--shared", "--no-checkout", str(clone.resolve()), str(src)], tmp)
             git(["checkout", "--quiet", "--detach", entry.commit], src)
         except RepoUnavailable as exc:
@@ -478,11 +530,38 @@ class EnvironmentStore:
         guard_pip(venv)
         run_env = {**env, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{env['PATH']}"}
 
+        def uv_run(step: str, args: Sequence[str]) -> None:
+            """``uv pip install ARGS``. Under ``exclude_newer`` the recipe's pins win and the date bounds the
+            rest: a pinned name is exempt from the date, and when a resolution fails because the date
+            filtered out what a pin needs (uv's hint names it), that package is exempt too and it runs
+            again (``tox==4.16.0`` on a 2021 row brings the ``cachetools`` it requires)."""
+            for arg in args:
+                if "==" in arg and not arg.startswith("-") and package_name(arg) not in date_exempt:
+                    date_exempt[package_name(arg)] = "pinned by the recipe"
+            while True:
+                dated = [f"--exclude-newer-package={n}=false" for n in sorted(date_exempt) if uv_extra]
+                argv = [uv, "pip", "install", "--python", python, *uv_extra, *dated, *args]
+                try:
+                    log.run(step, argv, cwd=src, env=run_env, timeout=timeout)
+                    return
+                except BuildFailed:
+                    newer = _filtered_by_date(log.last_output) - set(date_exempt)
+                    if not uv_extra or not newer or len(date_exempt) >= MAX_DATE_EXEMPTIONS:
+                        raise
+                    for name in sorted(newer):
+                        date_exempt[name] = f"what the pins need (step {step}): newer than the date"
+
         def uv_install(step: str, args: Sequence[str]) -> None:
             if args:
                 log.step(step)
-                log.run(step, [uv, "pip", "install", "--python", python, *uv_extra, *args], cwd=src,
-                        env=run_env, timeout=timeout)  # fmt: skip
+                uv_run(step, args)
+
+        named = _names([*recipe.packages.split(), *recipe.pip_packages, *recipe.requirements])
+        if "setuptools" in named:
+            setuptools = {"requirement": None, "reason": "the recipe names setuptools: its own wins"}
+        else:
+            setuptools = {"requirement": SETUPTOOLS_BOUND, "reason": SETUPTOOLS_WHY}
+            uv_install("setuptools", [SETUPTOOLS_BOUND])
 
         not_installed: list[str] = []
         reqs_file: str | None = None
@@ -500,27 +579,50 @@ class EnvironmentStore:
         elif packages in ("environment.yml", "environment.yaml") or packages.endswith((".yml", ".yaml")):
             paths = recipe.env_yml_path or (packages,)
             try:
-                reqs_file, lines, not_installed = read_environment_yml(src, paths)
+                reqs_file, conda, pip_lines, not_installed = read_environment_yml(src, paths)
             except RequirementsMissing as exc:
                 raise BuildFailed("packages", str(exc), log.path) from None
-            (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
-            uv_install("packages", ["-r", str(tmp / "requirements.txt")])
+            log.step("packages")
+            while True:  # a conda package pip's index lacks (cdms2) is not installed; the rest resolves
+                (tmp / "requirements.txt").write_text("\n".join(conda + pip_lines) + "\n")
+                try:
+                    uv_run("packages", ["-r", str(tmp / "requirements.txt")])
+                    break
+                except BuildFailed:
+                    gone = registry_misses(log.last_output) & _names(conda)
+                    if not gone:
+                        raise
+                    not_installed += [f"{c} (conda only: not in the package index)" for c in conda
+                                      if package_name(c) in gone]  # fmt: skip
+                    conda = [c for c in conda if package_name(c) not in gone]
         elif packages:
             pip, not_installed = split_conda(packages.split())
             uv_install("packages", replace_packages(pip))
         uv_install("pip_packages", replace_packages(list(recipe.pip_packages)))
         uv_install("requirements", replace_packages(clean_lines("\n".join(recipe.requirements))))
 
+        pre_run, pre_not_run = self._pre_install(recipe.pre_install, src, log)
+        apt = [pkg for step in pre_not_run for pkg in apt_packages(step)]
+
         log.step("install")
         installs = list(recipe.install)
         if recipe.source.startswith("inferred"):
             extras = sorted(declared_extras(src) & {"test", "tests", "testing", "dev"})
             installs = [DEFAULT_INSTALL + (f"[{extras[0]}]" if extras else "")]
+        editable: str | None = None  # how the repository was installed editable, where it was
         for command in installs:
-            argv = translate_install(command, uv, python, uv_extra)
+            argv = translate_install(command, uv, python, [])
             if argv is None:
-                argv = ["bash", "-c", command]
-            log.run("install", argv, cwd=src, env=run_env, timeout=timeout)
+                log.run("install", ["bash", "-c", command], cwd=src, env=run_env, timeout=timeout)
+                continue
+            target = _editable_target(argv[5:])
+            try:
+                uv_run("install", argv[5:])
+                editable = "PEP 660: the build backend's build_editable" if target else editable
+            except BuildFailed:
+                if target is None or "build_editable" not in log.last_output:
+                    raise
+                editable = self._develop(target, uv_run, python, src, log, run_env, timeout)
 
         log.step("testbed")
         site = site_packages(venv)
@@ -543,7 +645,11 @@ class EnvironmentStore:
             rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
 
         log.step("pytest")
-        probe = subprocess.run([python, "-I", "-c", "import pytest"], capture_output=True, text=True)
+        # asked with the checkout as the workspace: the repository under test may be pytest itself
+        probe = subprocess.run(
+            [python, "-I", "-c", "import pytest"], capture_output=True, text=True,
+            env={"PATH": env["PATH"], TESTBED_VARIABLE: str(src)},
+        )  # fmt: skip
         if probe.returncode != 0:
             raise BuildFailed(
                 "pytest",
@@ -566,8 +672,14 @@ class EnvironmentStore:
             "requirements_file": reqs_file,
             "pins": [line for line in pins.splitlines() if line.strip()],
             "not_installed": not_installed,
-            "pre_install_not_run": list(recipe.pre_install),
+            "setuptools": setuptools,
+            "editable": editable,
+            "pre_install_run": pre_run,
+            "pre_install_not_run": pre_not_run,
+            "system_packages": apt,
+            "system_packages_missing": missing_packages(apt),
             "exclude_newer": uv_extra[1] if uv_extra else None,
+            "exclude_newer_exempt": date_exempt if uv_extra else {},
             "import_roots": roots,
             "overlay_files": generated,
             "compiled": compiled,
@@ -580,6 +692,56 @@ class EnvironmentStore:
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         return manifest
+
+    @staticmethod
+    def _pre_install(steps: Sequence[str], src: Path, log: _Log) -> tuple[list[str], list[str]]:
+        """Run the ``pre_install`` steps that only edit the repository in the checkout (before the install,
+        as SWE-bench's repository script does); the others are system steps, never run. Returns (run, not
+        run)."""
+        ran: list[str] = []
+        system: list[str] = []
+        if steps:
+            log.step("pre_install")
+        for step in steps:
+            chain = repository_step(step, src)
+            if chain is None:
+                log.fh.write(f"not run (a system step): {step}\n")
+                system.append(step)
+                continue
+            log.fh.write(f"$ {step}\n")
+            try:
+                run_repository_step(chain, src, step)
+            except StepFailed as exc:
+                raise BuildFailed("pre_install", str(exc), log.path) from None
+            ran.append(step)
+        return ran, system
+
+    @staticmethod
+    def _develop(
+        target: tuple[str, list[str], list[str]],
+        uv_run: Callable[[str, Sequence[str]], None],
+        python: str,
+        src: Path,
+        log: _Log,
+        env: Mapping[str, str],
+        timeout: float,
+    ) -> str:
+        """The legacy editable install, as pip falls back to it when the build backend has no
+        ``build_editable`` (setuptools before 64, which old recipes and ``pyproject.toml`` files pin: Django
+        3.0/3.1, astroid 2.x's ``setuptools~=62.6``): the project's dependencies (and extras) with uv from
+        its own metadata, then ``setup.py develop --no-deps`` with the environment's setuptools."""
+        path, extras, rest = target
+        project = (src / path).resolve()
+        meta = next((n for n in ("setup.py", "setup.cfg", "pyproject.toml") if (project / n).is_file()), None)
+        if meta is None:
+            raise BuildFailed("install", f"no setup.py, setup.cfg or pyproject.toml in {path}", log.path)
+        log.step("install (legacy editable: setup.py develop)")
+        uv_run("install", ["-r", str(project / meta), *(f"--extra={e}" for e in extras), *rest])
+        setup = ["setup.py"]
+        if not (project / "setup.py").is_file():  # setup.cfg alone: pip's shim
+            setup = ["-c", "from setuptools import setup; setup()"]
+        log.run("install", [python, *setup, "develop", "--no-deps"], cwd=project, env=env, timeout=timeout)
+        return "setup.py develop: the build backend has no build_editable (PEP 660), as pip falls back to"
 
     def _base_overlays(
         self,
@@ -605,13 +767,14 @@ class EnvironmentStore:
             if not changed.strip():
                 continue
             log.step(f"overlay at {base[:12]}")
-            git(["checkout", "--quiet", "--detach", base], src)
+            # --force: the pre_install edits of tracked files (the install's, done) give way to the base's
+            git(["checkout", "--quiet", "--force", "--detach", base], src)
             argv = [python if word == "python" else word for word in REBUILD]
             log.run("overlay", argv, cwd=src, env=env, timeout=timeout)
             (tmp / "overlays").mkdir(exist_ok=True)
             (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src)))
             done.append(base)
-        git(["checkout", "--quiet", "--detach", entry.commit], src)
+        git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
         return done
 
     @staticmethod

@@ -187,6 +187,33 @@ class RepoStore:
         if git(["cat-file", "-t", commit], clone, check=False).strip() != "commit":
             raise RepoUnavailable(f"repository {repo}: the base commit {commit} is not in {clone}")
 
+    def missing_objects(self, repo: str, commit: str) -> RepoUnavailable | None:
+        """Where the clone lacks objects ``commit`` needs (a partial or shallow clone, a damaged pack: git's
+        ``fetch-pack: invalid index-pack output``), an error naming the repository, the commit, what is
+        missing and the fix (fetch it whole); None where every object is there. (``git checkout`` of a tree
+        with a missing blob prints an error and still exits 0, leaving the file out: builds ask first.)"""
+        clone = self.clone_dir(repo)
+        listed = git(["rev-list", "--objects", "--missing=print", "--no-walk", commit], clone, check=False)
+        tree = git(["ls-tree", "-r", "-t", "--full-tree", commit], clone, check=False)
+        missing = [line[1:] for line in listed.splitlines() if line.startswith("?")]
+        if not tree.strip() or not missing:  # one more check: every blob of the commit's tree is there
+            blobs = [line.split()[2] for line in tree.splitlines() if line.split()[1:2] == ["blob"]]
+            have = git(["cat-file", "--batch-check"], clone, stdin="\n".join(blobs).encode(), check=False)
+            missing += [line.split()[0] for line in have.splitlines() if line.endswith(" missing")]
+        if not missing and tree.strip():
+            return None
+        shallow = (clone / "shallow").is_file() or (clone / ".git" / "shallow").is_file()
+        how = "a shallow clone" if shallow else ""
+        if git(["config", "--get", "extensions.partialclone"], clone, check=False).strip():
+            how = "a partial clone (--filter)"
+        what = f"{len(missing)} object(s) that commit needs, e.g. {missing[0]}" if missing else "its tree"
+        return RepoUnavailable(
+            f"repository {repo}: the clone at {clone} is missing {what}, so commit {commit} cannot be read"
+            f"{f' ({how})' if how else ''}. Fetch the repository whole, without --depth or --filter "
+            f"(git clone https://github.com/{repo} {clone}), or fetch that commit into this clone "
+            f"(git -C {clone} fetch origin {commit})"
+        )
+
     def snapshot(self, repo: str, commit: str, patch: str = "", test_patch: str = "") -> RepoSnapshot:
         """The workspace archive at ``commit`` and the patches' post-images (built once, then cached)."""
         key = (repo, commit, hash(patch), hash(test_patch))
@@ -200,7 +227,10 @@ class RepoStore:
                 if key in self._cache:
                     return self._cache[key]
             self.check(repo, commit)
-            snap = self._build(self.clone_dir(repo), commit, patch, test_patch)
+            try:
+                snap = self._build(self.clone_dir(repo), commit, patch, test_patch)
+            except RepoUnavailable as exc:
+                raise self.missing_objects(repo, commit) or exc from None
             with self._lock:
                 self._cache[key] = snap
                 while len(self._cache) > ARCHIVE_CACHE:

@@ -160,8 +160,10 @@ def split_conda(specs: Iterable[str]) -> tuple[list[str], list[str]]:
     return pip, skipped
 
 
-def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str], list[str]]:
-    """(the file, pip requirements, conda packages not installed) of the first ``environment.yml`` found."""
+def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str], list[str], list[str]]:
+    """(the file, its conda packages as pip requirements, its ``pip:`` requirements, conda packages not
+    installed) of the first ``environment.yml`` found. The conda ones are kept apart: a name only conda has
+    (``cdms2``) is dropped from them when pip's index lacks it (``registry_misses``), never a pip one."""
     import yaml
 
     for rel in paths:
@@ -176,8 +178,22 @@ def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str
                 else:
                     conda.append(str(dep))
             pip, skipped = split_conda(conda)
-            return rel, pip + replace_packages(clean_lines("\n".join(pip_lines))), skipped
+            return rel, pip, replace_packages(clean_lines("\n".join(pip_lines))), skipped
     raise RequirementsMissing(f"no environment.yml at {', '.join(paths)} in the checkout")
+
+
+def package_name(spec: str) -> str:
+    """The normalized project name of a requirement or conda spec (``Foo_Bar>=1`` -> ``foo-bar``)."""
+    return re.sub(r"[-_.]+", "-", _name(spec))
+
+
+def registry_misses(output: str) -> set[str]:
+    """The names uv's failed resolution says the package index does not have at all (normalized)."""
+    found = re.findall(
+        r"([A-Za-z0-9][A-Za-z0-9_.\-]*) was not found in the (?:package registry|provided package locations)",
+        output,
+    )
+    return {package_name(name) for name in found}
 
 
 def declared_extras(src: Path) -> set[str]:

@@ -1,0 +1,252 @@
+"""What old repositories need from `toolgym swe envs build`, on repositories the tests write: a setuptools
+with `pkg_resources` and `setuptools.dep_util`, the legacy editable install where the build backend has no
+`build_editable`, the `pre_install` steps that edit the repository (and only those), a conda-only package in
+`environment.yml`, pytest as the repository under test, `--exclude-newer` with pinned recipes, and a clone
+missing objects. The builds take PyPI's packages (setuptools<70, iniconfig, pytest and its dependencies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+import toolgym  # noqa: F401 - registers the envs
+from toolgym.envs.swe import swe_oracle, swe_wrong
+from toolgym.swe.environments import BuildFailed, build_all, plan
+from toolgym.swe.pre_install import apt_packages, repository_step
+from toolgym.swe.repos import RepoStore, RepoUnavailable
+from toolgym.testing.scripted import script_texts
+from toolgym.testing.swe import _git
+from toolgym.testing.swe_layouts import layout_row, open_to_sandbox
+
+PYTEST_PIN = f"pytest=={pytest.__version__}"
+#: an in-tree build backend as setuptools before 64 was: every hook but PEP 660's
+LEGACY_BACKEND = (
+    '"""setuptools as it was before 64: no build_editable."""\n'
+    "from setuptools.build_meta import __legacy__ as _legacy\n\n"
+    "get_requires_for_build_wheel = _legacy.get_requires_for_build_wheel\n"
+    "get_requires_for_build_sdist = _legacy.get_requires_for_build_sdist\n"
+    "prepare_metadata_for_build_wheel = _legacy.prepare_metadata_for_build_wheel\n"
+    "build_wheel = _legacy.build_wheel\n"
+    "build_sdist = _legacy.build_sdist\n"
+)
+AREA = "def rectangle(w, h):\n    return w * h\n"
+TESTS = "from oldpkg.area import rectangle\n\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n"
+
+
+def _row(store: Path, name: str, files: dict[str, str], config: dict, **extra) -> dict:
+    """A clone ``acme__<name>``: ``files`` at the setup commit, a base commit whose ``oldpkg/area.py`` adds
+    instead of multiplying (where it has one), and the row with ``config`` as its recipe."""
+    repo = store / f"acme__{name}"
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "first version")
+    setup = _git(repo, "rev-parse", "HEAD")
+    patch = test_patch = ""
+    if "oldpkg/area.py" in files:
+        (repo / "oldpkg/area.py").write_text(AREA.replace("w * h", "w + h"))
+        _git(repo, "commit", "-qam", "a refactor")
+        (repo / "oldpkg/area.py").write_text(AREA)
+        patch = _git(repo, "diff") + "\n"
+        _git(repo, "checkout", "-q", "--", ".")
+        (repo / "tests").mkdir()
+        (repo / "tests/test_area.py").write_text(TESTS)
+        _git(repo, "add", "-N", "tests/test_area.py")
+        test_patch = _git(repo, "diff") + "\n"
+        _git(repo, "rm", "-q", "--cached", "tests/test_area.py")
+        (repo / "tests/test_area.py").unlink()
+    return {
+        "instance_id": f"acme__{name}-1", "repo": f"acme/{name}", "version": "1.0",
+        "base_commit": _git(repo, "rev-parse", "HEAD"), "environment_setup_commit": setup,
+        "patch": patch, "test_patch": test_patch, "problem_statement": "rectangle(2, 5) should be 10.",
+        "FAIL_TO_PASS": ["tests/test_area.py::test_rectangle"], "PASS_TO_PASS": [],
+        "install_config": config, **extra,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = open_to_sandbox(tmp_path_factory.mktemp("old-builds"))
+    store = root / "repos"
+    legacy = _row(
+        store,
+        "legacy",
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools"]\n'
+            'build-backend = "legacy_backend"\nbackend-path = ["."]\n',
+            "legacy_backend.py": LEGACY_BACKEND,
+            "setup.py": "raise SystemExit('run pre_install first')  # PRE_INSTALL_GUARD\n"
+            "from setuptools import setup\n\n"
+            "setup(name='oldpkg', version='1.0', packages=['oldpkg'], install_requires=['iniconfig'])\n",
+            # what SWE-bench's conda environments had: pkg_resources and the legacy setuptools modules
+            "oldpkg/__init__.py": "import pkg_resources  # noqa: F401\n"
+            "from setuptools.dep_util import newer_group  # noqa: F401\n",
+            "oldpkg/area.py": AREA,
+        },
+        {
+            "pip_packages": [PYTEST_PIN],
+            "install": "python -m pip install -e .",
+            "pre_install": [
+                "sed -i '/PRE_INSTALL_GUARD/d' setup.py",
+                "apt-get update && apt-get install -y no-such-package-toolgym",
+                "sed -i 's/a/b/' ../escaped.txt",
+                "echo planted > /tmp/toolgym-planted.txt",
+                "sed -i 's/x/y/e' setup.py || echo $(id) > id.txt",
+            ],
+        },
+    )
+    (root / "escaped.txt").write_text("a\n")
+    conda = _row(
+        store,
+        "conda",
+        {
+            "environment.yml": "name: t\ndependencies:\n  - python=3.11\n  - iniconfig\n  - cdms2\n"
+            f"  - pip:\n    - {PYTEST_PIN}\n",
+            "setup.py": "from setuptools import setup\n\nsetup(name='condapkg', py_modules=[])\n",
+        },
+        {"packages": "environment.yml", "install": "python -m pip install -e ."},
+    )
+    under_test = _row(
+        store,
+        "pytest",
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools>=61"]\n'
+            'build-backend = "setuptools.build_meta"\n\n[project]\nname = "pytest"\nversion = "0.0.1"\n'
+            '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n',
+            "src/pytest/__init__.py": '"""pytest, as the repository under test."""\n',
+        },
+        {"install": "python -m pip install -e ."},
+    )
+    # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
+    # win, the date bounds the rest
+    dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
+    dated["created_at"] = "2023-06-01T00:00:00Z"
+    rows = [legacy, conda, under_test, dated]
+    for row in rows[:3]:
+        row.pop("created_at", None)
+    (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    old = os.environ.get("TOOLGYM_SWE_PYTHONS")
+    os.environ["TOOLGYM_SWE_PYTHONS"] = sys.executable
+    try:
+        results = build_all(plan(rows), store, root / "envs", jobs=2, exclude_newer=True)
+    finally:
+        if old is None:
+            os.environ.pop("TOOLGYM_SWE_PYTHONS")
+        else:
+            os.environ["TOOLGYM_SWE_PYTHONS"] = old
+    failed = {k: str(v) for k, v in results.items() if isinstance(v, BuildFailed)}
+    assert not failed, failed
+    return {"root": root, "manifests": {m["repo"]: m for m in results.values()}}
+
+
+def _pin(manifest: dict, name: str) -> str:
+    return next(p for p in manifest["pins"] if p.lower().startswith(f"{name}=="))
+
+
+def test_an_old_setuptools_project_installs_the_legacy_way_with_pkg_resources_and_plays(built):
+    manifest = built["manifests"]["acme/legacy"]
+    assert (
+        manifest["setuptools"]["requirement"] == "setuptools<70"
+        and "dep_util" in manifest["setuptools"]["reason"]
+    )
+    assert _pin(manifest, "setuptools").startswith("setuptools==69.")
+    assert manifest["editable"].startswith("setup.py develop") and "iniconfig" in " ".join(manifest["pins"])
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
+            env.reset(options={"task_id": "acme__legacy-1"})  # oldpkg imports pkg_resources and dep_util
+            for action in script_texts(env, policy(env.unwrapped.task)):
+                _, got, _, _, info = env.step(action)
+            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
+    finally:
+        env.close()
+
+
+def test_pre_install_runs_only_what_edits_the_checkout_and_lists_the_system_packages_missing(built):
+    manifest = built["manifests"]["acme/legacy"]
+    # the guard line is gone (the install ran), and nothing else ran: not the sed outside the checkout, not
+    # the echo onto /tmp, not the sed whose `e` flag would run a command
+    assert manifest["pre_install_run"] == ["sed -i '/PRE_INSTALL_GUARD/d' setup.py"]
+    assert len(manifest["pre_install_not_run"]) == 4
+    assert (built["root"] / "escaped.txt").read_text() == "a\n"
+    assert not Path("/tmp/toolgym-planted.txt").exists()
+    assert manifest["system_packages"] == ["no-such-package-toolgym"]
+    assert manifest["system_packages_missing"] in (["no-such-package-toolgym"], None)  # None: no dpkg
+
+
+def test_repository_steps_are_told_from_system_steps(tmp_path):
+    (tmp_path / "setup.py").write_text("x\n")
+    sphinx = (
+        "grep -q 'sphinxcontrib-htmlhelp>=2.0.0' setup.py && sed -i 's/a/b/' setup.py "
+        "|| sed -i 's/sphinxcontrib-htmlhelp/sphinxcontrib-htmlhelp<=2.0.4/' setup.py"
+    )
+    assert [op for op, _ in repository_step(sphinx, tmp_path)] == ["", "&&", "||"]
+    assert repository_step("echo 'x = 1' >> setup.py", tmp_path) is not None
+    (tmp_path / "out").symlink_to("/etc/hostname")
+    for system in ("sed -i s/a/b/ /etc/hosts", "sed -i s/a/b/ out", "sed -i 's/$/x/' setup.py; id",
+                   'sed -i "s/$HOME/x/" setup.py', "sed s/a/b/ setup.py", "sed -i -f s.sed setup.py",
+                   "echo 'en_US UTF-8' > /etc/locale.gen", "locale-gen en_US.UTF-8", "python setup.py x",
+                   "sed -i s/a/b/ setup.py | sh"):  # fmt: skip
+        assert repository_step(system, tmp_path) is None, system
+    assert apt_packages("DEBIAN_FRONTEND=noninteractive apt-get install -y graphviz pkg-config && x") == [
+        "graphviz",
+        "pkg-config",
+    ]
+
+
+def test_a_conda_only_package_is_listed_as_not_installed_and_the_rest_resolves(built):
+    manifest = built["manifests"]["acme/conda"]
+    assert manifest["not_installed"] == ["python=3.11", "cdms2 (conda only: not in the package index)"]
+    assert _pin(manifest, "iniconfig") and _pin(manifest, "pytest") == PYTEST_PIN
+
+
+def test_the_repository_under_test_may_be_pytest_itself(built):
+    manifest = built["manifests"]["acme/pytest"]
+    python = built["root"] / "envs" / manifest["key"] / "venv" / "bin" / "python"
+    tree = built["root"] / "tree"
+    (tree / "src" / "pytest").mkdir(parents=True, exist_ok=True)
+    (tree / "src" / "pytest" / "__init__.py").write_text("")
+    out = subprocess.run(
+        [str(python), "-I", "-c", "import pytest; print(pytest.__file__)"], capture_output=True, text=True,
+        env={"TOOLGYM_TESTBED": str(tree)},
+    )  # fmt: skip
+    assert out.stdout.strip() == str(tree / "src" / "pytest" / "__init__.py"), out.stderr
+
+
+def test_exclude_newer_lets_the_pins_win_and_bounds_the_rest(built):
+    manifest = built["manifests"]["acme/src"]
+    assert manifest["exclude_newer"] == "2023-06-01T00:00:00Z"
+    exempt = manifest["exclude_newer_exempt"]
+    assert exempt["pytest"] == "pinned by the recipe" and exempt["pluggy"].startswith("what the pins need")
+    assert _pin(manifest, "pytest") == PYTEST_PIN
+    # the rest as of the date: setuptools<70 resolved to a release before June 2023 (68.0 came after)
+    assert int(_pin(manifest, "setuptools").split("==")[1].split(".")[0]) <= 67
+    assert "setuptools" not in exempt
+
+
+def test_a_clone_missing_objects_names_the_repository_the_commit_and_the_fix(tmp_path):
+    row = layout_row(tmp_path / "repos", "src")
+    clone = tmp_path / "repos" / "acme__src"
+    blob = _git(clone, "rev-parse", f"{row['base_commit']}:src/shapes/area.py")
+    (clone / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # a loose object lost: as a damaged pack
+    with pytest.raises(RepoUnavailable) as caught:
+        RepoStore(tmp_path / "repos").snapshot("acme/src", row["base_commit"])
+    message = str(caught.value)
+    assert f"repository acme/src: the clone at {clone} is missing 1 object(s)" in message, message
+    assert row["base_commit"] in message and "Fetch the repository whole" in message
+    assert "fatal" not in message and "index-pack" not in message
+    row["environment_setup_commit"] = row["base_commit"]
+    (failed,) = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs").values()
+    assert isinstance(failed, BuildFailed) and failed.step == "checkout", failed
+    assert "is missing 1 object(s)" in failed.message and "Fetch the repository whole" in failed.message
