@@ -158,6 +158,32 @@ for _fd in range(3, 64):
     except OSError:
         pass
 """,
+    "records replayed from an earlier run and from this one": """
+import atexit, hashlib, hmac, os
+_earlier = os.urandom(32)  # an earlier run's key: each judge run has its own
+_seen = []
+_write = os.write
+def _capture(fd, data):  # this run's own lines, where the runner writes them through os.write
+    if fd > 2 and b'"passed"' in bytes(data):
+        _seen.append(bytes(data))
+        _replay()
+    return _write(fd, data)
+def _replay():
+    lines = list(_seen)
+    for k, d in (
+        (b"P", b'{"id": "tests/test_ops.py::test_add", "when": "call", "outcome": "passed", "xfail": false}'),
+        (b"E", b'{"ran": "tests/test_ops.py::test_add", "returned": true}')):
+        sig = hmac.new(_earlier, k + b" " + d, hashlib.sha256).hexdigest().encode()
+        lines.append(sig + b" " + k + b" " + d + b"\\n")
+    for _fd in range(3, 64):
+        for _line in lines:
+            try:
+                _write(_fd, _line)
+            except OSError:
+                pass
+os.write = _capture
+atexit.register(_replay)
+""",
     "the runner's own send and wrap called with a false story": FIND
     + """
 import atexit

@@ -120,7 +120,8 @@ def repository_step(step: str, root: Path) -> list[tuple[str, Command]] | None:
     except ValueError:
         return None
     chain: list[tuple[str, Command]] = []
-    op, words = "", []
+    op = ""
+    words: list[str] = []
     for token in [*tokens, "&&"]:
         if token in _OPERATORS:
             command = _command(words, root)
