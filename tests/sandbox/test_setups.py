@@ -353,10 +353,21 @@ def test_the_shell_escapes_where_the_commands_run_as_the_trainers_own_user():
 #: 0700 /root); where it cannot, the bash tool refuses loudly (test_docker_like_root_without_cap_sys_admin).
 SWE_SUITE = [
     "tests/security/test_swe_hacks.py",
-    "tests/security/test_swe_in_process.py",
     "tests/envs/test_swe_env.py",
     # (the hacks, gold and nothing, the history and the store out of sight, a judge that cannot run; the rest
     # of the env's tests, row formats and refusals, do not depend on the sandbox's layers)
+    "-k",
+    "hack or gold_patch or git_tree or cannot_run or own_interpreter",
+    *RED_TEAM[2:],
+]
+#: and, in the Docker-like root, the whole in-process red team (tampering from inside the judge's test
+#: process: no pid namespace there, so a fork that outlives the runner is visible, and /proc shows the
+#: machine). The cluster user without user namespaces has the same missing layers with another uid, which the
+#: seal inside the test process does not depend on: it would double the run's 100 s for nothing new.
+SWE_SUITE_DOCKER = [
+    "tests/security/test_swe_hacks.py",
+    "tests/security/test_swe_in_process.py",
+    "tests/envs/test_swe_env.py",
     "-k",
     "hack or gold_patch or git_tree or cannot_run or own_interpreter or tampering or seal or honest",
     *RED_TEAM[2:],
@@ -365,15 +376,17 @@ SWE_SUITE = [
 
 @pytest.mark.main_suite_only
 @pytest.mark.parametrize(
-    "setup",
+    ("setup", "suite"),
     [
-        pytest.param({"docker": True, "install": "open"}, id="docker-like"),
-        pytest.param({"user": True, "install": "open", "block_userns": True}, id="user-without-userns"),
+        pytest.param({"docker": True, "install": "open"}, SWE_SUITE_DOCKER, id="docker-like"),
+        pytest.param(
+            {"user": True, "install": "open", "block_userns": True}, SWE_SUITE, id="user-without-userns"
+        ),
     ],
 )
-def test_swe_v0_plays_and_judges_without_namespaces(setup):
+def test_swe_v0_plays_and_judges_without_namespaces(setup, suite):
     """Gold 1, nothing 0, every hack 0, no leak, refusals with reasons: SWE-v0's suites, in the setup."""
-    assert_suite_passes(run_setup(pytest_args=SWE_SUITE, **setup))
+    assert_suite_passes(run_setup(pytest_args=suite, **setup))
 
 
 #: SWE-v0's environments without namespaces: built with uv in the Docker-like root (its interpreter one it can
