@@ -38,7 +38,7 @@ def _episode(env, turns, seed=0):
     for turn in turns:
         action = parser.format_call(turn) if isinstance(turn, ToolCall) else turn
         obs, reward, terminated, truncated, info = env.step(action)
-        out.append((obs, reward, terminated, truncated, info["tool_results"]))
+        out.append((obs, reward, terminated, truncated, [_measured_out(r) for r in info["tool_results"]]))
         if terminated or truncated:
             break
     return out
@@ -77,7 +77,15 @@ def test_python_code_env_is_the_same_with_a_tool_server(server):
     remote.close()
 
 
+def _measured_out(result):
+    """A tool result without ``metadata["wait_s"]``: the seconds the call waited for a sandbox session slot, a
+    measurement of the machine (2 ms on a loaded CI run, 0 on an idle one), not of the episode."""
+    meta = {k: v for k, v in result.metadata.items() if k != "wait_s"}
+    return result.model_copy(update={"metadata": meta})
+
+
 def _episode_pinned(env, turns):
+    """Each step's observation, reward, end flags and tool results (without their wait measurements)."""
     env.reset(options={"task_id": "HumanEval/0"})
     parser = env.unwrapped.parser
     out = []
@@ -87,7 +95,7 @@ def _episode_pinned(env, turns):
         else:
             action = parser.format_call(turn) if isinstance(turn, ToolCall) else turn
         obs, reward, terminated, truncated, info = env.step(action)
-        out.append((obs, reward, terminated, truncated, info["tool_results"]))
+        out.append((obs, reward, terminated, truncated, [_measured_out(r) for r in info["tool_results"]]))
     return out
 
 
