@@ -96,6 +96,12 @@ SETUPTOOLS_WHY = (
     "the recipe names no setuptools: the newest that still ships pkg_resources and setuptools.dep_util "
     "(69.5.1; 70.0 removed dep_util), as SWE-bench's conda environments had"
 )
+#: why --exclude-newer does not bound that setuptools: one of a 2020 row's date (before 66) builds sphinx
+#: 3.x's version from its setup.cfg's tag_date as ``3.0.2.dev-20261202``, which uv rejects (not PEP 440)
+SETUPTOOLS_DATE_WHY = (
+    "the build tool, bounded by setuptools<70 instead: one of the row's date (before 66) writes versions "
+    "that are not PEP 440 (sphinx 3.0's 3.0.2.dev-20261202), which uv refuses"
+)
 #: how many packages a build under ``--exclude-newer`` may exempt from the date before it gives up
 MAX_DATE_EXEMPTIONS = 40
 
@@ -561,6 +567,8 @@ class EnvironmentStore:
             setuptools = {"requirement": None, "reason": "the recipe names setuptools: its own wins"}
         else:
             setuptools = {"requirement": SETUPTOOLS_BOUND, "reason": SETUPTOOLS_WHY}
+            if uv_extra:  # the bound, not the date, chooses it: in the builds' isolated environments too
+                date_exempt["setuptools"] = SETUPTOOLS_DATE_WHY
             uv_install("setuptools", [SETUPTOOLS_BOUND])
 
         not_installed: list[str] = []
