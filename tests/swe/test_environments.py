@@ -6,7 +6,6 @@ cache after `make install`)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from toolgym.envs.swe_tasks import TaskRefused
 from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, plan
 from toolgym.swe.interpreters import NoInterpreter, choose_python
 from toolgym.testing.scripted import script_texts
-from toolgym.testing.swe_layouts import LAYOUTS, layout_row, open_to_sandbox
+from toolgym.testing.swe_layouts import LAYOUTS, build_with_this_python, layout_row, open_to_sandbox
 
 PYTEST_PIN = f"pytest=={pytest.__version__}"
 MINE = sys.version_info[:2]
@@ -38,18 +37,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         for layout in LAYOUTS
     ]
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    old = os.environ.get("TOOLGYM_SWE_PYTHONS")
-    os.environ["TOOLGYM_SWE_PYTHONS"] = sys.executable
-    try:
-        results = build_all(plan(rows), root / "repos", root / "envs", jobs=2)
-    finally:
-        if old is None:
-            os.environ.pop("TOOLGYM_SWE_PYTHONS")
-        else:
-            os.environ["TOOLGYM_SWE_PYTHONS"] = old
-    failed = {k: str(v) for k, v in results.items() if isinstance(v, BuildFailed)}
-    assert not failed, failed
-    by_repo = {m["repo"]: m for m in results.values() if isinstance(m, dict)}
+    by_repo = build_with_this_python(rows, root / "repos", root / "envs")
     return {"root": root, "rows": rows, "manifests": by_repo}
 
 

@@ -7,9 +7,7 @@ missing objects. The builds take PyPI's packages (setuptools<70, iniconfig, pyte
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +20,7 @@ from toolgym.swe.pre_install import apt_packages, repository_step
 from toolgym.swe.repos import RepoStore, RepoUnavailable
 from toolgym.testing.scripted import script_texts
 from toolgym.testing.swe import _git
-from toolgym.testing.swe_layouts import layout_row, open_to_sandbox
+from toolgym.testing.swe_layouts import build_with_this_python, layout_row, open_to_sandbox
 
 PYTEST_PIN = f"pytest=={pytest.__version__}"
 #: an in-tree build backend as setuptools before 64 was: every hook but PEP 660's
@@ -133,18 +131,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for row in rows[:3]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    old = os.environ.get("TOOLGYM_SWE_PYTHONS")
-    os.environ["TOOLGYM_SWE_PYTHONS"] = sys.executable
-    try:
-        results = build_all(plan(rows), store, root / "envs", jobs=2, exclude_newer=True)
-    finally:
-        if old is None:
-            os.environ.pop("TOOLGYM_SWE_PYTHONS")
-        else:
-            os.environ["TOOLGYM_SWE_PYTHONS"] = old
-    failed = {k: str(v) for k, v in results.items() if isinstance(v, BuildFailed)}
-    assert not failed, failed
-    return {"root": root, "manifests": {m["repo"]: m for m in results.values()}}
+    manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
+    return {"root": root, "manifests": manifests}
 
 
 def _pin(manifest: dict, name: str) -> str:

@@ -17,7 +17,9 @@ returns the row, its recipe in ``install_config`` (SWE-rebench's schema). Layout
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +263,25 @@ def long_history_row(store: str | Path, commits: int = 3000, files: int = 600) -
         "PASS_TO_PASS": ["tests/test_area.py::test_square"],
         "install_config": {"pip_packages": ["pytest"], "install": "python -m pip install -e ."},
     }
+
+
+def build_with_this_python(
+    rows: list[dict[str, Any]], repos: Path, envs: Path, **kwargs: Any
+) -> dict[str, Any]:
+    """Build the rows' environments with this interpreter as the only one the build may choose
+    (``TOOLGYM_SWE_PYTHONS``, restored after), two at a time; every build must succeed. Returns the
+    manifests by repository. (``kwargs`` go to ``build_all``: ``exclude_newer``, ...)"""
+    from toolgym.swe.environments import BuildFailed, build_all, plan
+
+    old = os.environ.get("TOOLGYM_SWE_PYTHONS")
+    os.environ["TOOLGYM_SWE_PYTHONS"] = sys.executable
+    try:
+        results = build_all(plan(rows), repos, envs, jobs=2, **kwargs)
+    finally:
+        if old is None:
+            os.environ.pop("TOOLGYM_SWE_PYTHONS")
+        else:
+            os.environ["TOOLGYM_SWE_PYTHONS"] = old
+    failed = {k: str(v) for k, v in results.items() if isinstance(v, BuildFailed)}
+    assert not failed, failed
+    return {m["repo"]: m for m in results.values() if isinstance(m, dict)}
