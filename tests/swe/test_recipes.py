@@ -11,7 +11,7 @@ import pytest
 from toolgym.rewards.swe import _outcomes, listed_forms
 from toolgym.swe.recipes import Recipe, RecipeError, UserRecipes, recipe_for, swebench_specs
 from toolgym.swe.requirements import read_requirements, replace_packages, split_conda
-from toolgym.swe.row_envs import id_rule_for
+from toolgym.swe.runners import id_rule_for
 
 
 def test_the_user_file_wins_then_install_config_then_swebench_specs_then_inference(tmp_path):

@@ -37,7 +37,8 @@ from toolgym.envs.swe_tasks import SWERows, TaskRefused, procedural_source, row_
 from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, SWEJudge
 from toolgym.sandbox.limits import MiB
 from toolgym.swe.interpreters import interpreter_for, interpreters, sandbox_for
-from toolgym.swe.row_envs import RowEnvironments, id_rule_for
+from toolgym.swe.row_envs import RowEnvironments
+from toolgym.swe.runners import judge_options_for
 from toolgym.swe.validate import ValidationCache, validator
 from toolgym.swe.workspaces import WORKSPACE_PATH, SWEWorkspaces
 from toolgym.tools.bash import TERMINAL_LIMITS, BashTool
@@ -188,7 +189,7 @@ def make_swe_env(
         spaces = RowEnvironments(envs, spaces)
         python_for, pythons, judge_options = spaces.python_for, spaces.pythons(), spaces.judge_options
     else:
-        judge_options = lambda task: {"id_rule": id_rule_for(task.data)}  # noqa: E731
+        judge_options = lambda task: judge_options_for(task.data)  # noqa: E731
     bash = tool or BashTool(
         sandbox=sandbox_for(pythons),
         timeout=timeout,

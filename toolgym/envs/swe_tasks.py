@@ -10,8 +10,9 @@ files, the gold post-image), built once per process.
 JSONL, Parquet, a Hugging Face dataset or a list of dicts; ``FAIL_TO_PASS``/``PASS_TO_PASS`` may be JSON
 strings or lists; ``version``, ``environment_setup_commit``, ``image_name`` and other columns are kept in
 ``data``. A row is **refused when drawn**, with the reason, when its clone or base commit is missing, its
-patches do not apply, its tests are not pytest node ids (Django's and SymPy's own runners are not supported)
-or, with ``validate=True`` (the default), when on this machine its gold patch does not pass every listed
+patches do not apply, its tests are not pytest node ids and it names no other runner's test command
+(Django's ``tests/runtests.py``, SymPy's ``bin/test``: ``toolgym.swe.runners``) or, with ``validate=True``
+(the default), when on this machine its gold patch does not pass every listed
 test or the unpatched repository already passes them (it needs what the local interpreter lacks, or the
 row is wrong): ``sample`` draws another and warns once per row, ``get`` raises ``TaskRefused``.
 ``source.refused`` maps refused ids to reasons.
@@ -35,6 +36,7 @@ import numpy as np
 from toolgym.core.task import FiniteSource, ListSource, ProceduralSource, Task, TaskSource
 from toolgym.envs.task_files import FieldMap, hf_source, load_tasks
 from toolgym.swe.repos import RepoUnavailable
+from toolgym.swe.runners import row_command
 from toolgym.swe.workspaces import SWEWorkspaces, instruction, procedural_task
 
 log = logging.getLogger("toolgym.envs.swe")
@@ -111,9 +113,12 @@ class SWERows(FiniteSource):
         try:
             task = row_task(raw, str(self.workspaces.store_root or ""), self._where())
             bad = _not_pytest(task.data["fail_to_pass"] + task.data["pass_to_pass"])
-            if bad:
+            command = row_command(task.data) if bad else None
+            if bad and (command is None or command.kind == "pytest"):
                 raise TaskRefused(
-                    f"its tests are not pytest node ids ({bad[0]!r}): only pytest suites run here"
+                    f"its tests are not pytest node ids ({bad[0]!r}) and the row names no test command of "
+                    "another runner (Django's tests/runtests.py, SymPy's bin/test): "
+                    + (f"its command runs {command.program}" if command else "it has none")
                 )
             if not task.data["fail_to_pass"]:
                 raise TaskRefused("it lists no FAIL_TO_PASS test")

@@ -174,9 +174,14 @@ class TestRun:
 COMPILED_SOURCES = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".pyx", ".pxd", ".pxi", ".f", ".f90")
 #: how a dataset wrote its test ids: ``exact`` (pytest node ids), ``pytest`` (SWE-bench's log parsers: an id
 #: cut at its first space, as ``-rA``'s summary line splits it), ``pytest_options`` (cut, and a path
-#: parameter shortened to its last part, SWE-bench's parser for requests, pydicom and pylint)
-ID_RULES = ("exact", "pytest", "pytest_options")
+#: parameter shortened to its last part, SWE-bench's parser for requests, pydicom and pylint), ``forms``
+#: (the runner names the forms of each test it ran: Django's ``name (module.Class)`` or its docstring's
+#: first line, SymPy's bare function name; ``toolgym.swe.runners``)
+ID_RULES = ("exact", "pytest", "pytest_options", "forms")
 _WORST = ("failed", "timed out", "unverified", "no result", "skipped", "passed")
+#: the test runners the judge plays (``toolgym.sandbox.judge_driver``): pytest, a script running unittest
+#: cases (Django's ``tests/runtests.py``), SymPy's ``bin/test``
+RUNNER_KINDS = ("pytest", "unittest", "sympy")
 
 
 def listed_forms(nodeid: str, rule: str) -> set[str]:
@@ -214,6 +219,7 @@ def _outcomes(
     ready = any("ready" in r for r in records)
     finished = any("finished" in r for r in records)
     collected: set[str] = set()
+    aliases = _aliases(records)
     phases: dict[str, list[dict]] = {}
     running = None
     for r in records:
@@ -255,19 +261,33 @@ def _outcomes(
         if test in collected:
             out[test] = outcome(test)
             continue
-        matched = [c for c in collected if test in listed_forms(c, rule)] if rule != "exact" else []
+        matched = _named_by(test, collected, aliases, rule)
         out[test] = min((outcome(c) for c in matched), key=_WORST.index) if matched else "not collected"
     return out, ready, finished, running
 
 
+def _aliases(records: list[dict]) -> dict[str, set[str]]:
+    """The forms the runner named each test it ran under (``forms`` records: Django's and SymPy's runners)."""
+    out: dict[str, set[str]] = {}
+    for r in records:
+        for test, forms in (r.get("forms") or {}).items():
+            out.setdefault(test, set()).update(f for f in forms if isinstance(f, str))
+    return out
+
+
+def _named_by(test: str, collected: Iterable[str], aliases: Mapping[str, set[str]], rule: str) -> list[str]:
+    if rule == "exact":
+        return []
+    if rule == "forms":
+        return [c for c in collected if test in aliases.get(c, ())]
+    return [c for c in collected if test in listed_forms(c, rule)]
+
+
 def matched_ids(ids: Iterable[str], records: list[dict], rule: str) -> dict[str, list[str]]:
-    """Which collected tests each listed id that is not itself a node id stood for (a verdict's detail)."""
+    """Which tests the runner ran each listed id that is not itself one stood for (a verdict's detail)."""
     collected = {c for r in records if "collected" in r for c in r["collected"]}
-    return {
-        test: sorted(c for c in collected if test in listed_forms(c, rule))
-        for test in ids
-        if test not in collected and rule != "exact"
-    }
+    aliases = _aliases(records)
+    return {test: sorted(_named_by(test, collected, aliases, rule)) for test in ids if test not in collected}
 
 
 def test_files_of(ids: Iterable[str]) -> list[str]:
@@ -304,6 +324,7 @@ def run_tests(
     id_rule: str = "exact",
     rebuild: Sequence[str] | None = None,
     xfail_counts: Iterable[str] | None = None,
+    runner: Mapping[str, Any] | None = None,
 ) -> TestRun:
     """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
     child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at.
@@ -313,9 +334,13 @@ def run_tests(
     functions each test calls (the miner's coverage).
     ``id_rule``: how ``tests`` are written (``ID_RULES``); ``rebuild``: the command that rebuilds the
     compiled parts (``python`` is the run's interpreter), run first when a change touches a compiled
-    source. ``xfail_counts``: the tests whose expected failure counts as passed (default: every one)."""
+    source. ``xfail_counts``: the tests whose expected failure counts as passed (default: every one).
+    ``runner``: the row's test command when it is not pytest (``toolgym.swe.runners.TestCommand.spec``:
+    its ``kind``, ``program``, ``args``, ``env``; ``files``: the test files it runs)."""
     if id_rule not in ID_RULES:
         raise ValueError(f"id_rule must be one of {ID_RULES}, not {id_rule!r}")
+    if runner is not None and runner.get("kind", "pytest") not in RUNNER_KINDS:
+        raise ValueError(f"runner kind must be one of {RUNNER_KINDS}, not {runner.get('kind')!r}")
     test_files = dict(test_files or {})
     ignored = sorted(
         rel for rel in (*changes.files, *changes.links, *changes.deleted) if protected(rel, test_files)
@@ -334,6 +359,7 @@ def run_tests(
         "trace": trace,
         "memory": JUDGE_LIMITS.memory_bytes - 512 * MiB,  # (the judge's own process and tar keep the rest)
         "id_rule": id_rule,
+        "runner": dict(runner) if runner is not None else None,
     }
     built_note = ""
     if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept):
@@ -369,8 +395,8 @@ def run_tests(
             outcomes,
             output=output,
             ignored=tuple(ignored),
-            error=f"pytest could not start with {python} (exit code {reply['exit']}): "
-            + output[-300:].strip(),
+            error=f"{(runner or {}).get('kind', 'pytest')} could not start with {python} "
+            f"(exit code {reply['exit']}): " + output[-300:].strip(),
             exit_code=reply["exit"],
         )
     if tampering:
@@ -507,8 +533,10 @@ def judge(
     test_timeout: float = DEFAULT_TEST_TIMEOUT,
     id_rule: str = "exact",
     rebuild: Sequence[str] | None = None,
+    runner: Mapping[str, Any] | None = None,
 ) -> Verdict:
-    """The verdict on ``changes`` for a task with ``fail_to_pass`` / ``pass_to_pass`` in its data."""
+    """The verdict on ``changes`` for a task with ``fail_to_pass`` / ``pass_to_pass`` in its data
+    (``runner``: the row's test command when it is not pytest; ``run_tests``)."""
     f2p, p2p = list(task.data["fail_to_pass"]), list(task.data["pass_to_pass"])
     run = run_tests(
         sandbox,
@@ -523,6 +551,8 @@ def judge(
         id_rule=id_rule,
         rebuild=rebuild,
         xfail_counts=p2p,  # a FAIL_TO_PASS test that fails as expected has not been fixed
+        runner=runner,
+        files=list(runner["files"]) if runner is not None and "files" in runner else None,
     )
     details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
     if run.matched:

@@ -102,7 +102,7 @@ def _tg_judge(ws, shown, python, runner):
     env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0", TOOLGYM_TESTBED=shown)
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
            "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
-           "id_rule": cfg.get("id_rule", "exact")}
+           "id_rule": cfg.get("id_rule", "exact"), "runner": cfg.get("runner")}
     if python == _sys.executable and "pytest" in _sys.modules:
         # this interpreter (a fork of a server that imported pytest and its plugins) forks the test process:
         # what `python -I` with pytest imported first gives, without starting an interpreter
@@ -125,7 +125,7 @@ def _tg_judge(ws, shown, python, runner):
                 _os.environ.clear()
                 _os.environ.update(env)
                 _tg_cap_memory(cfg["memory"])
-                code = _tg_pytest(run, box.pop())
+                code = _tg_tests(run, box.pop())
             finally:
                 try:
                     _sys.stdout.flush()
@@ -230,7 +230,7 @@ import json as _j, os as _o, sys as _s
 _cfg = _j.loads(_s.stdin.readline())
 _n = _o.open(_o.devnull, _o.O_RDONLY)
 _o.dup2(_n, 0)
-_s.exit(_tg_pytest(_cfg, bytes.fromhex(_cfg.pop("key"))))
+_s.exit(_tg_tests(_cfg, bytes.fromhex(_cfg.pop("key"))))
 '''
 """
 
@@ -238,6 +238,21 @@ _s.exit(_tg_pytest(_cfg, bytes.fromhex(_cfg.pop("key"))))
 # hook that holds the key and writes every record) installed before any of its code can run. Run as
 # ``python -I -c`` (another interpreter) or called in a process forked from a server that imported pytest.
 RUNNER = r"""
+def _tg_expand(root, files):
+    # the listed files, a directory's (a path ending in "/") as every .py file under it
+    import os
+    out = []
+    for rel in files:
+        if not rel.endswith("/"):
+            out.append(rel)
+            continue
+        for where, dirs, names in os.walk(os.path.join(root, rel)):
+            dirs.sort()
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    out.append(os.path.relpath(os.path.join(where, name), root))
+    return out
+
 def _tg_pristine(root, files):
     # the listed test files' code as their bytes compile, read before any code of the repository can run:
     # as an import makes it, and as pytest's assertion rewriter makes it (with and without the
@@ -251,7 +266,7 @@ def _tg_pristine(root, files):
         def getini(self, name):
             return name == "enable_assertion_pass_hook"
     out = {}
-    for rel in files:
+    for rel in _tg_expand(root, files):
         path = os.path.join(root, rel)
         if not rel.endswith(".py") or not os.path.isfile(path):
             continue
@@ -287,8 +302,13 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
         _audit("toolgym.judge", _dumps(record))
-    def wrap(target, nodeid, _audit=audit, _iscoroutine=inspect.iscoroutine):
-        async def awaited(coro, target, nodeid):
+    def wrap(target, nodeid, path=None, name=None, _audit=audit, _iscoroutine=inspect.iscoroutine):
+        # nodeid: the id the evidence is written under; path and name: the file and function the test's
+        # code must be (a pytest node id's own, unless the runner says: a unittest case's module file)
+        if path is None:
+            path, _, rest = nodeid.partition("::")
+            name = rest.split("::")[-1].split("[")[0]
+        async def awaited(coro, target, nodeid, path, name):
             try:
                 result = await coro
             except BaseException:
@@ -303,7 +323,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                 _audit("toolgym.judge.ran", False)
                 raise
             if _iscoroutine(result):
-                return awaited(result, target, nodeid)
+                return awaited(result, target, nodeid, path, name)
             _audit("toolgym.judge.ran", True)
             return result
         return called
@@ -314,7 +334,8 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                 codes_in(const, out)
         return out
     ours = {}
-    for fn in (_tg_pytest, _tg_seal, _tg_pristine, wrap):
+    for fn in (_tg_tests, _tg_sealed, _tg_pytest, _tg_unittest, _tg_sympy, _tg_seal, _tg_pristine,
+               _tg_expand, _tg_find_test, wrap):
         codes_in(fn.__code__, ours)
     emitters = frozenset(id(c) for c in ours.values() if c.co_name in ("called", "awaited"))
     # the reporting path as it is before the repository can run: changed later, it is named as tampering
@@ -338,7 +359,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
              _exit=os._exit, _getframe=sys._getframe, _new=hmac.new, _sha=hashlib.sha256,
              _dumps=json.dumps, _id=id, _type=type, _str=str, _bool=bool, _len=len, _code=types.CodeType,
              _function=types.FunctionType, _method=types.MethodType, _endswith=str.endswith,
-             _startswith=str.startswith, _split=str.split, _partition=str.partition, _trace=trace,
+             _startswith=str.startswith, _trace=trace,
              _root=root, _codes_in=codes_in, _old=sys.version_info < (3, 9), _RuntimeError=RuntimeError,
              _OSError=OSError):
         if event not in _watched:
@@ -361,14 +382,15 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                 else:
                     where = frame.f_locals
                     nodeid, target = where.get("nodeid"), where.get("target")
+                    path, name = where.get("path"), where.get("name")
                     fn = target.__func__ if _type(target) is _method else target
                     why = None
                     if _type(nodeid) is not _str or _type(fn) is not _function:
                         why = "not a plain test function"
+                    elif _type(path) is not _str or _type(name) is not _str:
+                        why = "no test file and name"
                     else:
                         code = fn.__code__
-                        path, _, rest = _partition(nodeid, "::")
-                        name = _split(_split(rest, "::")[-1], "[")[0]
                         if _id(code) not in _genuine:
                             why = "its code is not its test file's"
                         elif code.co_name != name or not _endswith(code.co_filename, "/" + path):
@@ -448,6 +470,308 @@ def _tg_find_test(obj, name, path):
                 pass
     return None, None
 
+def _tg_sealed(cfg, key, guarded):
+    # the seal installed (the key goes into it), or on Python 3.7 and older (no audit hooks) records signed
+    # here and no evidence (the verdict says so): (send, wrap or None)
+    import os, sys
+    if hasattr(sys, "addaudithook"):
+        pristine = _tg_pristine(cfg["root"], cfg["files"])
+        return _tg_seal(key, cfg["fd"], pristine, os.path.realpath(cfg["root"]) + os.sep, cfg["trace"],
+                        guarded)
+    import hashlib, hmac, json
+    def send(record, _key=key, _fd=cfg["fd"], _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256,
+             _write=os.write):
+        data = _dumps(record).encode()
+        _write(_fd, _new(_key, b"P " + data, _sha).hexdigest().encode() + b" P " + data + b"\n")
+    return send, None
+
+def _tg_tests(cfg, key):
+    # the row's test command's runner: pytest, a script that runs unittest cases (Django's
+    # tests/runtests.py), or SymPy's bin/test
+    kind = (cfg.get("runner") or {}).get("kind", "pytest")
+    run = {"pytest": _tg_pytest, "unittest": _tg_unittest, "sympy": _tg_sympy}[kind]
+    return run(cfg, key)
+
+def _tg_command_env(runner):
+    # what the test command sets before its program: variables, and PYTHONWARNINGS as the warning filters
+    # it stands for (this process runs with -I, which ignores PYTHON* variables)
+    import os, warnings
+    for name, value in sorted((runner.get("env") or {}).items()):
+        if name == "PYTHONWARNINGS":
+            for option in value.split(","):
+                if option.strip():
+                    try:
+                        warnings._setoption(option.strip())
+                    except Exception:
+                        pass
+        elif not name.startswith("PYTHON"):
+            os.environ[name] = value
+
+def _tg_docs(root, files):
+    # the first line of each test method's docstring, read from the listed test files' bytes before the
+    # repository can run (Django's verbose runner names a test by it): {(file, class, method): line}
+    import ast, os
+    out = {}
+    for rel in _tg_expand(root, files):
+        path = os.path.join(root, rel)
+        if not rel.endswith(".py") or not os.path.isfile(path):
+            continue
+        try:
+            with open(path, "rb") as fh:
+                tree = ast.parse(fh.read(), filename=path)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        doc = ast.get_docstring(item)
+                        if doc and doc.strip():
+                            out[(rel, node.name, item.name)] = doc.strip().split("\n")[0].strip()
+    return out
+
+def _tg_outcome(send, tid, outcome, message="", xfail=False, when="call"):
+    send({"id": tid, "when": when, "outcome": outcome, "xfail": xfail, "message": message[:500]})
+
+def _tg_error_line(err):
+    try:
+        return (err[0].__name__ + ": " + str(err[1]))[:500]
+    except Exception:
+        return "an error that cannot be shown"
+
+def _tg_unittest(cfg, key):
+    # A script that runs unittest cases (Django's tests/runtests.py), run as __main__ in this process.
+    # Every case runs through the runner's own TestCase.run (put on unittest's TestCase before the
+    # repository can run, so the seal's snapshot holds it): it reports each outcome through a result of its
+    # own in front of the script's (a result class of the repository's that swallows failures hides
+    # nothing), and wraps the test's own method for the evidence. A case class of the repository's that
+    # runs its tests another way gives no evidence: its tests do not pass.
+    import faulthandler, os, runpy, sys, unittest, unittest.case, unittest.result, unittest.suite
+    runner = cfg["runner"]
+    root = os.path.realpath(cfg["root"])
+    limit = float(cfg["test_timeout"])
+    docs = _tg_docs(cfg["root"], cfg["files"])
+    wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
+    original = unittest.case.TestCase.run
+    box = {}
+
+    def relative(module):
+        path = getattr(sys.modules.get(module), "__file__", None) or ""
+        path = os.path.realpath(path)
+        return path[len(root) + 1:] if path.startswith(root + os.sep) else path
+
+    class Tee(object):
+        # the script's result, with every outcome reported first
+        __slots__ = ("_tg_result", "_tg_id")
+        def __init__(self, result, tid):
+            object.__setattr__(self, "_tg_result", result)
+            object.__setattr__(self, "_tg_id", tid)
+        def __getattr__(self, name):
+            return getattr(object.__getattribute__(self, "_tg_result"), name)
+        def __setattr__(self, name, value):
+            setattr(object.__getattribute__(self, "_tg_result"), name, value)
+        def _say(self, outcome, message="", xfail=False):
+            _tg_outcome(box["send"], object.__getattribute__(self, "_tg_id"), outcome, message, xfail)
+        def _then(self, name, *args):
+            method = getattr(object.__getattribute__(self, "_tg_result"), name, None)
+            if method is not None:
+                return method(*args)
+        def addSuccess(self, test):
+            self._say("passed")
+            return self._then("addSuccess", test)
+        def addFailure(self, test, err):
+            self._say("failed", _tg_error_line(err))
+            return self._then("addFailure", test, err)
+        def addError(self, test, err):
+            self._say("failed", _tg_error_line(err))
+            return self._then("addError", test, err)
+        def addSkip(self, test, reason):
+            self._say("skipped", str(reason))
+            return self._then("addSkip", test, reason)
+        def addExpectedFailure(self, test, err):  # (SWE-bench's parser records none: not a pass)
+            self._say("skipped", "expected failure: " + _tg_error_line(err))
+            return self._then("addExpectedFailure", test, err)
+        def addUnexpectedSuccess(self, test):
+            self._say("failed", "unexpected success")
+            return self._then("addUnexpectedSuccess", test)
+        def addSubTest(self, test, subtest, err):
+            if err is not None:
+                self._say("failed", "subtest " + str(subtest) + ": " + _tg_error_line(err))
+            return self._then("addSubTest", test, subtest, err)
+
+    def run(self, result=None, _original=original):
+        send, wrap = box["send"], box["wrap"]
+        cls = type(self)
+        name = getattr(self, "_testMethodName", "")
+        module, qualname = cls.__module__, getattr(cls, "__qualname__", cls.__name__)
+        tid = module + "." + qualname + "." + name
+        owner = next((k for k in cls.__mro__ if name in vars(k)), cls)
+        path = relative(owner.__module__)
+        forms = [name + " (" + module + "." + qualname + ")", name + " (" + tid + ")", tid]
+        doc = docs.get((path, owner.__name__, name))
+        if doc:
+            forms.append(doc)
+        if wanted is not None and not wanted.intersection(forms):
+            return None  # not listed: not run (as pytest deselects), the script's result never hears of it
+        send({"collected": [tid], "forms": {tid: forms}})
+        send({"start": tid})
+        undo = []
+        method = getattr(self, name, None)
+        fn, cell = _tg_find_test(method, name, path) if (wrap is not None and method is not None) else (
+            None, None)
+        if fn is not None and cell is None:
+            wrapped = wrap(method, tid, path, name)
+            for attr in ("__unittest_skip__", "__unittest_skip_why__", "__unittest_expecting_failure__"):
+                if hasattr(method, attr):
+                    setattr(wrapped, attr, getattr(method, attr))
+            self.__dict__[name] = wrapped
+            undo.append(lambda: self.__dict__.pop(name, None))
+        elif fn is not None:
+            inner = cell.cell_contents
+            cell.cell_contents = wrap(inner, tid, path, name)
+            undo.append(lambda: setattr(cell, "cell_contents", inner))
+        own = result is None
+        if own:
+            result = self.defaultTestResult()
+            getattr(result, "startTestRun", lambda: None)()
+        faulthandler.dump_traceback_later(limit, exit=True)
+        try:
+            return _original(self, Tee(result, tid))
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+            for step in reversed(undo):
+                step()
+            if own:
+                getattr(result, "stopTestRun", lambda: None)()
+            _tg_outcome(send, tid, "passed", when="teardown")
+
+    run.__name__ = run.__qualname__ = "run"
+    unittest.case.TestCase.run = run
+    guarded = [unittest.case, unittest.case.TestCase, unittest.result, unittest.result.TestResult,
+               unittest.suite, unittest.suite.TestSuite, unittest.suite.BaseTestSuite]
+    send, wrap = _tg_sealed(cfg, key, guarded)
+    box.update(send=send, wrap=wrap)
+    del key
+    send({"ready": True, "sealed": bool(wrap is not None)})
+    script = os.path.join(cfg["root"], runner["program"])
+    sys.path.insert(0, os.path.dirname(script))  # as `python script`: the script's directory first
+    sys.argv = [script] + list(runner["args"])
+    _tg_command_env(runner)
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    send({"finished": int(code)})
+    return int(code)
+
+def _tg_sympy(cfg, key):
+    # SymPy's bin/test, played here by its rules: the runner in the repository (sympy/testing/runtests.py)
+    # is code under test, so this runner reads each listed test file itself (run in globals holding only
+    # __file__, as SymPy's does), runs its test_ functions in the order of their lines, each after
+    # random.seed and with SymPy's deprecation warnings as errors, and sorts their exceptions as SymPy's
+    # runner does (Skipped by name: skipped; XFail, XPass: not a pass, SWE-bench's parser records
+    # neither; any other: failed). -C: no cache; --slow: the slow tests too (else they are skipped).
+    import faulthandler, inspect, os, random, sys, warnings
+    runner = cfg["runner"]
+    args = list(runner["args"])
+    root = os.path.realpath(cfg["root"])
+    limit = float(cfg["test_timeout"])
+    send, wrap = _tg_sealed(cfg, key, [])
+    del key
+    send({"ready": True, "sealed": bool(wrap is not None)})
+    _tg_command_env(runner)
+    if "-C" in args or "--no-cache" in args:
+        os.environ["SYMPY_USE_CACHE"] = "no"
+    slow = "--slow" in args
+    wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
+    seed = 0
+    for i, a in enumerate(args):
+        if a == "--seed" and i + 1 < len(args) and args[i + 1].isdigit():
+            seed = int(args[i + 1])
+    sys.path.insert(0, cfg["root"])
+    try:
+        from sympy.core.cache import clear_cache
+    except Exception:
+        clear_cache = lambda: None
+    try:
+        from sympy.utilities.exceptions import SymPyDeprecationWarning as deprecated
+    except Exception:
+        deprecated = None
+    code = 0
+    targets = [a for a in args if a.endswith(".py")] or [f for f in cfg["files"] if f.endswith(".py")]
+    for rel in targets:
+        path = os.path.join(cfg["root"], rel)
+        try:
+            with open(path, "rb") as fh:
+                source = fh.read()
+            gl = {"__file__": path}
+            exec(compile(source, path, "exec", dont_inherit=True), gl)
+        except Exception as exc:
+            send({"file_error": rel, "message": _tg_error_line((type(exc), exc))})
+            sys.stderr.write(rel + " could not be run: " + _tg_error_line((type(exc), exc)) + "\n")
+            code = 1
+            continue
+        clear_cache()
+        random.seed(seed)
+        if gl.get("disabled", False):
+            continue
+        funcs = []
+        for fname, f in list(gl.items()):
+            inner = f
+            while hasattr(inner, "__wrapped__"):
+                inner = inner.__wrapped__
+            fcode = getattr(inner, "__code__", None)
+            if fname.startswith("test_") and callable(f) and fcode is not None and fcode.co_filename == path:
+                if wanted is None or fname in wanted:  # (the others are not run, as pytest deselects)
+                    funcs.append((fcode.co_firstlineno, fname, f))
+        for _, fname, f in sorted(funcs, key=lambda t: t[0]):
+            tid = rel + "::" + fname
+            send({"collected": [tid], "forms": {tid: [fname]}})
+            send({"start": tid})
+            fn, cell = _tg_find_test(f, fname, rel) if wrap is not None else (None, None)
+            call, undo = f, None
+            if fn is not None and cell is None:
+                call = wrap(f, tid, rel, fname)
+            elif fn is not None:
+                inner = cell.cell_contents
+                cell.cell_contents = wrap(inner, tid, rel, fname)
+                undo = (cell, inner)
+            faulthandler.dump_traceback_later(limit, exit=True)
+            try:
+                if getattr(f, "_slow", False) and not slow:
+                    _tg_outcome(send, tid, "skipped", "Slow")
+                elif inspect.isgeneratorfunction(fn or f):
+                    _tg_outcome(send, tid, "skipped", "a generator of tests (SWE-bench records none)")
+                else:
+                    random.seed(seed)
+                    with warnings.catch_warnings():
+                        warnings.filterwarnings("error", ".*", DeprecationWarning, module="sympy.*")
+                        if deprecated is not None:
+                            warnings.simplefilter("error", deprecated)
+                        call()
+                    _tg_outcome(send, tid, "passed")
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:
+                kind = type(exc).__name__
+                if kind == "Skipped":
+                    _tg_outcome(send, tid, "skipped", str(exc))
+                elif kind == "XFail":
+                    _tg_outcome(send, tid, "skipped", "XFail: an expected failure")
+                else:
+                    _tg_outcome(send, tid, "failed", "XPass" if kind == "XPass" else _tg_error_line(
+                        (type(exc), exc)))
+                    code = 1
+            finally:
+                faulthandler.cancel_dump_traceback_later()
+                if undo is not None:
+                    undo[0].cell_contents = undo[1]
+                clear_cache()
+                _tg_outcome(send, tid, "passed", when="teardown")
+    send({"finished": code})
+    return code
+
 def _tg_pytest(cfg, key):
     import faulthandler, os, sys
     import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
@@ -467,18 +791,7 @@ def _tg_pytest(cfg, key):
     for name in ("HookCaller", "_HookCaller", "HookImpl", "PluginManager"):
         if hasattr(pluggy, name) or hasattr(sys.modules.get("pluggy._hooks"), name):
             guarded.append(getattr(pluggy, name, None) or getattr(sys.modules["pluggy._hooks"], name))
-    sealed = hasattr(sys, "addaudithook")
-    if sealed:
-        pristine = _tg_pristine(cfg["root"], cfg["files"])
-        send, wrap = _tg_seal(key, cfg["fd"], pristine, os.path.realpath(cfg["root"]) + os.sep,
-                                cfg["trace"], guarded)
-    else:  # Python 3.7 and older have no audit hooks: records signed here, no evidence (the verdict says so)
-        import hashlib, hmac, json
-        def send(record, _key=key, _fd=cfg["fd"], _dumps=json.dumps, _new=hmac.new,
-                   _sha=hashlib.sha256, _write=os.write):
-            data = _dumps(record).encode()
-            _write(_fd, _new(_key, b"P " + data, _sha).hexdigest().encode() + b" P " + data + b"\n")
-        wrap = None
+    send, wrap = _tg_sealed(cfg, key, guarded)
     del key
     wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
     rule = cfg.get("id_rule", "exact")

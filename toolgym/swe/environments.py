@@ -75,6 +75,7 @@ from toolgym.swe.requirements import (
     replace_packages,
     split_conda,
 )
+from toolgym.swe.runners import runner_kind, split_command
 
 MANIFEST = "manifest.json"
 #: the module the rewritten install asks where the workspace is (written into site-packages)
@@ -652,13 +653,13 @@ class EnvironmentStore:
                 uv_install("rebuild", ["setuptools"])
             rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
 
-        log.step("pytest")
+        runner = self._runner(recipe, src, log)
         # asked with the checkout as the workspace: the repository under test may be pytest itself
         probe = subprocess.run(
             [python, "-I", "-c", "import pytest"], capture_output=True, text=True,
             env={"PATH": env["PATH"], TESTBED_VARIABLE: str(src)},
-        )  # fmt: skip
-        if probe.returncode != 0:
+        ) if runner == "pytest" else None  # fmt: skip
+        if probe is not None and probe.returncode != 0:
             raise BuildFailed(
                 "pytest",
                 "pytest does not import in the environment, and the judge runs the tests with it: add "
@@ -688,6 +689,7 @@ class EnvironmentStore:
             "system_packages_missing": missing_packages(apt),
             "exclude_newer": uv_extra[1] if uv_extra else None,
             "exclude_newer_exempt": date_exempt if uv_extra else {},
+            "runner": runner,
             "import_roots": roots,
             "overlay_files": generated,
             "compiled": compiled,
@@ -700,6 +702,23 @@ class EnvironmentStore:
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         return manifest
+
+    @staticmethod
+    def _runner(recipe: Recipe, src: Path, log: _Log) -> str:
+        """The runner the judge plays for the recipe's test command (``toolgym.swe.runners``): pytest,
+        which must then import in the environment; or the repository's own program (Django's
+        ``tests/runtests.py``, SymPy's ``bin/test``), which the checkout must hold."""
+        command = recipe.test_cmd[-1] if recipe.test_cmd else ""
+        program = split_command(command)[1] if command.strip() else "pytest"
+        kind = runner_kind(program)
+        log.step("pytest" if kind == "pytest" else "runner")
+        if kind != "pytest":
+            if not (src / program).is_file():
+                raise BuildFailed(
+                    "runner", f"the test command runs {program}, which the checkout does not hold", log.path
+                )
+            log.fh.write(f"the judge plays the {kind} runner for {command!r}\n")
+        return kind
 
     @staticmethod
     def _pre_install(steps: Sequence[str], src: Path, log: _Log) -> tuple[list[str], list[str]]:

@@ -8,12 +8,11 @@ import io
 import tarfile
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from toolgym.swe.environments import EnvironmentMissing, EnvironmentStore
-from toolgym.swe.recipes import swebench_specs
+from toolgym.swe.runners import judge_options_for
 
 #: workspace archives with their overlays kept in memory per process (least recently used dropped first)
 ARCHIVE_CACHE = 64
@@ -35,13 +34,6 @@ def with_overlay(archive: bytes, overlay: bytes) -> bytes:
                     data = src.extractfile(member) if member.isfile() else None
                     dst.addfile(member, data)
     return out.getvalue()
-
-
-def id_rule_for(row: Mapping[str, Any]) -> str:
-    """How the row's test ids were written (``toolgym.rewards.swe.ID_RULES``): its ``log_parser`` column
-    where it has one, else SWE-bench's parser for its repository, else pytest's summary-line form."""
-    parser = str(row.get("log_parser") or swebench_specs()["log_parsers"].get(str(row.get("repo", ""))) or "")
-    return "pytest_options" if "options" in parser else "pytest"
 
 
 class RowEnvironments:
@@ -120,5 +112,6 @@ class RowEnvironments:
         return self.workspaces.base_text(task, path)
 
     def judge_options(self, task: Any) -> dict[str, Any]:
-        rebuild = self.manifest(task).get("rebuild")
-        return {"id_rule": id_rule_for(task.data), "rebuild": rebuild}
+        manifest = self.manifest(task)
+        test_cmd = (manifest.get("recipe") or {}).get("test_cmd") or None
+        return {**judge_options_for(task.data, test_cmd), "rebuild": manifest.get("rebuild")}

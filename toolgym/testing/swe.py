@@ -29,6 +29,80 @@ UNITTEST_TESTS_AFTER = (
     + "\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
 )
 
+#: Django's layout (``style="django"``): the tests under ``tests/<app>/``, run by ``tests/runtests.py`` (a
+#: script of the same shape as Django's: the labels are modules, its verbose runner names a test with a
+#: docstring by the docstring's first line)
+DJANGO_TESTS = (
+    "import unittest\n\nfrom calc.ops import mul\n\n\nclass OpsTests(unittest.TestCase):\n"
+    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n"
+)
+DJANGO_TESTS_AFTER = DJANGO_TESTS.replace("import mul", "import add, mul") + (
+    '\n    def test_add(self):\n        """Adding two numbers gives their sum.\n\n        (And more.)"""\n'
+    "        self.assertEqual(add(2, 3), 5)\n\n    def test_add_negative(self):\n"
+    "        for a in (-1, -2):\n            with self.subTest(a=a):\n"
+    "                self.assertEqual(add(a, -a), 0)\n"
+)
+DJANGO_RUNTESTS = """#!/usr/bin/env python
+import argparse
+import os
+import sys
+import unittest
+
+# the package under test importable, as Django's own is installed in its environment
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+parser = argparse.ArgumentParser()
+parser.add_argument("labels", nargs="*")
+parser.add_argument("--verbosity", type=int, default=1)
+parser.add_argument("--settings")
+parser.add_argument("--parallel", type=int, default=1)
+options = parser.parse_args()
+suite = unittest.defaultTestLoader.loadTestsFromNames(options.labels)
+result = unittest.TextTestRunner(verbosity=options.verbosity).run(suite)
+sys.exit(bool(result.failures or result.errors))
+"""
+#: SymPy's layout (``style="sympy"``): the tests in the package (``calc/tests/``), run by ``bin/test``,
+#: XFAIL and slow from the package's own testing module, as ``sympy.testing.pytest`` has them
+SYMPY_TESTING = """import functools
+
+
+class Skipped(Exception):
+    pass
+
+
+class XFail(Exception):
+    pass
+
+
+class XPass(Exception):
+    pass
+
+
+def XFAIL(func):
+    def wrapper():
+        try:
+            func()
+        except Exception:
+            raise XFail(func.__name__)
+        raise XPass(func.__name__)
+
+    return functools.update_wrapper(wrapper, func)
+
+
+def slow(func):
+    func._slow = True
+    return func
+"""
+SYMPY_TESTS = (
+    "from calc.ops import mul\nfrom calc.testing import XFAIL, slow\n\n\ndef test_mul():\n"
+    "    assert mul(2, 3) == 6\n"
+)
+SYMPY_TESTS_AFTER = SYMPY_TESTS.replace("import mul", "import add, mul") + (
+    "\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n@XFAIL\ndef test_add_strings():\n"
+    "    assert add('a', 1) == 'a1'\n\n\n@slow\ndef test_add_many():\n    assert sum(range(10)) == 45\n"
+)
+SYMPY_BIN_TEST = "#!/usr/bin/env python\nimport sys\n\nsys.exit('the judge plays this runner itself')\n"
+
 
 def _git(repo: Path, *args: str) -> str:
     env = {
@@ -49,20 +123,39 @@ def sample_row(
 ) -> dict[str, Any]:
     """Write the ``acme/calc`` clone under ``store`` (see the module docstring) and return its row.
     ``requires``: a module the package imports (a dependency the interpreter must have); ``style``:
-    ``"pytest"`` (test functions) or ``"unittest"`` (a ``unittest.TestCase``, run by pytest)."""
-    if style not in ("pytest", "unittest"):
-        raise ValueError(f"style must be 'pytest' or 'unittest', not {style!r}")
-    tests, tests_after = (TESTS, TESTS_AFTER) if style == "pytest" else (UNITTEST_TESTS, UNITTEST_TESTS_AFTER)
+    ``"pytest"`` (test functions), ``"unittest"`` (a ``unittest.TestCase``, run by pytest), ``"django"``
+    (Django's layout and runner, its ids unittest's or a docstring's first line) or ``"sympy"`` (SymPy's
+    layout and ``bin/test``, its ids bare function names); the last two carry the test command in an
+    ``eval_script`` as SWE-bench 5.x rows do."""
+    styles = {
+        "pytest": (TESTS, TESTS_AFTER, "tests/test_ops.py"),
+        "unittest": (UNITTEST_TESTS, UNITTEST_TESTS_AFTER, "tests/test_ops.py"),
+        "django": (DJANGO_TESTS, DJANGO_TESTS_AFTER, "tests/ops_tests/tests.py"),
+        "sympy": (SYMPY_TESTS, SYMPY_TESTS_AFTER, "calc/tests/test_ops.py"),
+    }
+    if style not in styles:
+        raise ValueError(f"style must be one of {sorted(styles)}, not {style!r}")
+    tests, tests_after, test_file = styles[style]
     repo = Path(store) / "acme__calc"
     (repo / "calc").mkdir(parents=True, exist_ok=True)
-    (repo / "tests").mkdir(exist_ok=True)
+    (repo / test_file).parent.mkdir(parents=True, exist_ok=True)
+    if style == "django":
+        (repo / "tests" / "ops_tests" / "__init__.py").write_text("")
+        (repo / "tests" / "runtests.py").write_text(DJANGO_RUNTESTS)
+        (repo / "tests" / "runtests.py").chmod(0o755)
+    elif style == "sympy":
+        (repo / "calc" / "tests" / "__init__.py").write_text("")
+        (repo / "calc" / "testing.py").write_text(SYMPY_TESTING)
+        (repo / "bin").mkdir(exist_ok=True)
+        (repo / "bin" / "test").write_text(SYMPY_BIN_TEST)
+        (repo / "bin" / "test").chmod(0o755)
     _git(repo, "init", "-q")
     _git(repo, "symbolic-ref", "HEAD", "refs/heads/main")
     (repo / "calc" / "__init__.py").write_text(
         '"""A tiny calculator."""\n' + (f"import {requires}\n" if requires else "")
     )
     (repo / "calc" / "ops.py").write_text(BUGGY)
-    (repo / "tests" / "test_ops.py").write_text(tests)
+    (repo / test_file).write_text(tests)
     (repo / "pyproject.toml").write_text('[project]\nname = "calc"\nversion = "0.1"\n')
     for i in range(scale):
         sub = repo / "calc" / f"part{i // 100}"
@@ -73,9 +166,9 @@ def sample_row(
     _git(repo, "commit", "-qm", "calc: first version")
     base = _git(repo, "rev-parse", "HEAD")
     (repo / "calc" / "ops.py").write_text(FIXED)
-    (repo / "tests" / "test_ops.py").write_text(tests_after)
-    patch = _git(repo, "diff", "--", "calc") + "\n"
-    test_patch = _git(repo, "diff", "--", "tests") + "\n"
+    (repo / test_file).write_text(tests_after)
+    patch = _git(repo, "diff", "--", "calc/ops.py") + "\n"
+    test_patch = _git(repo, "diff", "--", test_file) + "\n"
     _git(repo, "commit", "-qam", "fix add (the answer: must not leak)")
     _git(repo, "tag", "v0.2")
     _git(repo, "checkout", "-qb", "feature")
@@ -86,6 +179,19 @@ def sample_row(
     _git(repo, "stash", "-q")
     _git(repo, "checkout", "-q", "main")
     prefix = "" if style == "pytest" else "OpsTest::"
+    f2p, p2p = [f"tests/test_ops.py::{prefix}test_add"], [f"tests/test_ops.py::{prefix}test_mul"]
+    more: dict[str, Any] = {}
+    if style == "django":
+        f2p = ["Adding two numbers gives their sum.", "test_add_negative (ops_tests.tests.OpsTests)"]
+        p2p = ["test_mul (ops_tests.tests.OpsTests)"]
+        command = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 ops_tests.tests"
+        more = {"eval_script": eval_script(command), "log_parser": "parse_log_django"}
+    elif style == "sympy":
+        f2p, p2p = ["test_add"], ["test_mul"]
+        command = (
+            f"PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose {test_file}"
+        )
+        more = {"eval_script": eval_script(command), "log_parser": "parse_log_sympy"}
     return {
         "instance_id": "acme__calc-1",
         "repo": "acme/calc",
@@ -93,11 +199,21 @@ def sample_row(
         "patch": patch,
         "test_patch": test_patch,
         "problem_statement": "`calc.ops.add(2, 3)` returns -1; I expected 5.",
-        "FAIL_TO_PASS": json.dumps([f"tests/test_ops.py::{prefix}test_add"]),
-        "PASS_TO_PASS": json.dumps([f"tests/test_ops.py::{prefix}test_mul"]),
+        "FAIL_TO_PASS": json.dumps(f2p),
+        "PASS_TO_PASS": json.dumps(p2p),
         "version": "0.1",
         "environment_setup_commit": base,
+        **more,
     }
+
+
+def eval_script(command: str) -> str:
+    """An ``eval_script`` of SWE-bench 5.x's shape around a test command (its output markers)."""
+    return (
+        "#!/bin/bash\nset -uxo pipefail\ncd /testbed\n"
+        "git apply -v - <<'EOF_114329324912'\n...\nEOF_114329324912\n"
+        f": '>>>>> Start Test Output'\n{command}\n: '>>>>> End Test Output'\ngit checkout HEAD -- .\n"
+    )
 
 
 def future_commits(store: str | Path) -> list[str]:
