@@ -391,8 +391,15 @@ def test_swe_v0_plays_and_judges_without_namespaces(setup, suite):
 
 #: SWE-v0's environments without namespaces: built with uv in the Docker-like root (its interpreter one it can
 #: read, as in an image), the repository importing from the session's own directory (no /testbed), the C
-#: extension rebuilt by the judge in its child's own directory, the history mined there too
-SWE_ENVS_SUITE = ["tests/swe/test_environments.py", "tests/swe/test_history.py", *RED_TEAM[2:]]
+#: extension rebuilt by the judge in its child's own directory, the history mined there too; the builds old
+#: repositories need, and the runners beyond pytest (Django's, SymPy's) with their hacks
+SWE_ENVS_SUITE = [
+    "tests/swe/test_environments.py",
+    "tests/swe/test_history.py",
+    "tests/swe/test_old_builds.py",
+    "tests/swe/test_runners.py",
+    *RED_TEAM[2:],
+]
 
 
 @pytest.mark.main_suite_only

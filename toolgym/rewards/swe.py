@@ -96,7 +96,9 @@ JUDGE_LIMITS = Limits(
     open_files=1024,
     file_size_bytes=256 * MiB,
     disk_bytes=2 * GiB,
-    max_output_bytes=256 * 1024,
+    # the judge's stdout is its own one reply (the test process's output reaches it through a pipe it cuts
+    # to 8,000 characters): room for the records of a few thousand tests (a SymPy row lists 1,000)
+    max_output_bytes=32 * MiB,
     max_output_total_bytes=64 * MiB,
 )
 
@@ -375,6 +377,8 @@ def run_tests(
     if reply is None:
         if res.status == "timeout":
             why = f"the test run took longer than {timeout:g} s"
+        elif res.status == "ok" and res.stdout_truncated:
+            why = f"the judge's reply was cut at {limits.max_output_bytes:,} bytes (too many records)"
         else:
             why = f"the judge failed ({res.status}): {res.detail or res.stderr[-300:]}"
         return TestRun({}, error=why, ignored=tuple(ignored))
