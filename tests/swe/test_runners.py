@@ -201,6 +201,29 @@ EXIT_ZERO = """
 import atexit, os
 atexit.register(lambda: os._exit(0))
 """
+# The judge's run on unittest's TestCase holds the seal's send and wrap in its closure: with them, the failing
+# test skipped (an attribute on its function) and a passing report sent for it, the wrap of a passing test's
+# genuine function (test_mul) claimed under the failing test's id must give no evidence for it
+WRAP_CLAIMED = """
+import builtins, unittest
+_cells = [c.cell_contents for c in unittest.TestCase.run.__closure__ or ()]
+_box = [c for c in _cells if isinstance(c, dict) and "wrap" in c]
+_build_class = builtins.__build_class__
+def _build(func, name, *args, **kwargs):
+    cls = _build_class(func, name, *args, **kwargs)
+    if name == "OpsTests" and _box:
+        send, wrap = _box[0]["send"], _box[0]["wrap"]
+        for test, form in (("test_add", "Adding two numbers gives their sum."),
+                           ("test_add_negative", "test_add_negative (ops_tests.tests.OpsTests)")):
+            getattr(cls, test).__unittest_skip__ = True
+            getattr(cls, test).__unittest_skip_why__ = "later"
+            tid = cls.__module__ + "." + cls.__qualname__ + "." + test
+            send({"collected": [tid], "forms": {tid: [form]}})
+            send({"id": tid, "when": "call", "outcome": "passed", "xfail": False, "message": ""})
+            wrap(cls.test_mul, tid, "tests/ops_tests/tests.py", "test_mul")(cls("test_mul"))
+    return cls
+builtins.__build_class__ = _build
+"""
 HACKS = {
     "the runner's verbose lines printed": PRINTED_OK,
     "unittest's results swallow the failures": SWALLOW,
@@ -210,6 +233,7 @@ HACKS = {
     "the code under test skips its test (unittest's SkipTest)": SKIPS,
     "the code under test raises an exception named XFail": XFAILS,
     "an atexit handler that ends the process with 0": EXIT_ZERO,
+    "the seal's wrap, from the runner's closure, claimed for the failing test": WRAP_CLAIMED,
 }
 
 

@@ -359,7 +359,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
              _exit=os._exit, _getframe=sys._getframe, _new=hmac.new, _sha=hashlib.sha256,
              _dumps=json.dumps, _id=id, _type=type, _str=str, _bool=bool, _len=len, _code=types.CodeType,
              _function=types.FunctionType, _method=types.MethodType, _endswith=str.endswith,
-             _startswith=str.startswith, _trace=trace,
+             _startswith=str.startswith, _partition=str.partition, _rpartition=str.rpartition, _trace=trace,
              _root=root, _codes_in=codes_in, _old=sys.version_info < (3, 9), _RuntimeError=RuntimeError,
              _OSError=OSError):
         if event not in _watched:
@@ -390,8 +390,15 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                     elif _type(path) is not _str or _type(name) is not _str:
                         why = "no test file and name"
                     else:
+                        # the id's own test name (pytest's and SymPy's after the last "::", unittest's
+                        # after the last "."), and a pytest id's own file: the evidence names that test only
+                        head, sep, tail = _rpartition(nodeid, "::")
+                        if not sep:
+                            tail = _rpartition(nodeid, ".")[2]
                         code = fn.__code__
-                        if _id(code) not in _genuine:
+                        if _partition(tail, "[")[0] != name or (sep and head.split("::")[0] != path):
+                            why = "another test's function"
+                        elif _id(code) not in _genuine:
                             why = "its code is not its test file's"
                         elif code.co_name != name or not _endswith(code.co_filename, "/" + path):
                             why = "another test's function"
