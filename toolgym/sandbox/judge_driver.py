@@ -335,7 +335,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
         return out
     ours = {}
     for fn in (_tg_tests, _tg_sealed, _tg_pytest, _tg_unittest, _tg_sympy, _tg_seal, _tg_pristine,
-               _tg_expand, _tg_find_test, wrap):
+               _tg_expand, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome, _tg_error_line, wrap):
         codes_in(fn.__code__, ours)
     emitters = frozenset(id(c) for c in ours.values() if c.co_name in ("called", "awaited"))
     # the reporting path as it is before the repository can run: changed later, it is named as tampering
@@ -607,6 +607,15 @@ def _tg_unittest(cfg, key):
             return self._then("addSubTest", test, subtest, err)
 
     def run(self, result=None, _original=original):
+        if box.get("inside"):  # a case a test runs itself (Django's test_utils do): the test's own business
+            return _original(self, result)
+        box["inside"] = True
+        try:
+            return outer(self, result, _original)
+        finally:
+            box["inside"] = False
+
+    def outer(self, result, _original):
         send, wrap = box["send"], box["wrap"]
         cls = type(self)
         name = getattr(self, "_testMethodName", "")

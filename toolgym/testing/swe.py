@@ -33,8 +33,12 @@ UNITTEST_TESTS_AFTER = (
 #: script of the same shape as Django's: the labels are modules, its verbose runner names a test with a
 #: docstring by the docstring's first line)
 DJANGO_TESTS = (
-    "import unittest\n\nfrom calc.ops import mul\n\n\nclass OpsTests(unittest.TestCase):\n"
-    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n"
+    "import io\nimport unittest\n\nfrom calc.ops import mul\n\n\nclass OpsTests(unittest.TestCase):\n"
+    "    def test_mul(self):\n        self.assertEqual(mul(2, 3), 6)\n\n"
+    "    def test_a_suite_inside(self):\n"  # (a test running cases of its own, as Django's test_utils do)
+    "        class Inner(unittest.TestCase):\n            def test_inner(self):\n                pass\n\n"
+    "        result = unittest.TextTestRunner(stream=io.StringIO()).run(Inner('test_inner'))\n"
+    "        self.assertEqual((result.testsRun, result.wasSuccessful()), (1, True))\n"
 )
 DJANGO_TESTS_AFTER = DJANGO_TESTS.replace("import mul", "import add, mul") + (
     '\n    def test_add(self):\n        """Adding two numbers gives their sum.\n\n        (And more.)"""\n'
@@ -183,7 +187,7 @@ def sample_row(
     more: dict[str, Any] = {}
     if style == "django":
         f2p = ["Adding two numbers gives their sum.", "test_add_negative (ops_tests.tests.OpsTests)"]
-        p2p = ["test_mul (ops_tests.tests.OpsTests)"]
+        p2p = ["test_mul (ops_tests.tests.OpsTests)", "test_a_suite_inside (ops_tests.tests.OpsTests)"]
         command = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 ops_tests.tests"
         more = {"eval_script": eval_script(command), "log_parser": "parse_log_django"}
     elif style == "sympy":
