@@ -17,6 +17,7 @@ import pytest
 
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.core.types import ToolCall
+from toolgym.rewards.swe import _outcomes
 from toolgym.swe.runners import (
     command_of,
     directives,
@@ -79,6 +80,23 @@ def test_a_row_without_eval_script_takes_the_specs_command_and_the_test_patchs_l
     # SWE-rebench's install_config wins over the specs
     own = dict(row, install_config={"test_cmd": "bin/test -C"})
     assert row_command(own).kind == "sympy" and row_command(own).source == "install_config"
+
+
+def test_an_id_naming_several_tests_passes_when_none_failed_and_one_passed():
+    # Django's docstring ids: a base class's test in every backend's class, some skipped here
+    doc = "If None is cached, get() returns it instead of the default."
+
+    def outcome(**tests: str) -> str:
+        records: list[dict] = [{"ready": True}]
+        for test, result in tests.items():
+            records += [{"collected": [test], "forms": {test: [doc]}},
+                        {"id": test, "when": "call", "outcome": result, "xfail": False}]  # fmt: skip
+        return _outcomes([doc], records, "forms")[0][doc]
+
+    assert outcome(LocMem="passed", Memcached="skipped", File="passed") == "passed"
+    assert outcome(LocMem="passed", Memcached="skipped", File="failed") == "failed"  # a failure still wins
+    assert outcome(Memcached="skipped", PyLibMC="skipped") == "skipped"  # none passed: not a pass
+    assert outcome() == "not collected"
 
 
 def sh(command: str) -> ToolCall:

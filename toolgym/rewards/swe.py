@@ -217,7 +217,8 @@ def _outcomes(
     wins). With ``evidence`` (the seal's records), a test passed only if the last call of its own function
     returned (``{"ran": id, "returned": true}``) and its call was reported passed; without it (an
     interpreter with no audit hooks) the reports decide alone. An expected failure (``xfail``) counts as
-    passed only for the tests in ``xfail_counts`` (default: all; the judge gives its PASS_TO_PASS ones)."""
+    passed only for the tests in ``xfail_counts`` (default: all; the judge gives its PASS_TO_PASS ones).
+    An id standing for several tests passes when none failed and one passed (the skipped stand aside)."""
     ready = any("ready" in r for r in records)
     finished = any("finished" in r for r in records)
     collected: set[str] = set()
@@ -264,7 +265,12 @@ def _outcomes(
             out[test] = outcome(test)
             continue
         matched = _named_by(test, collected, aliases, rule)
-        out[test] = min((outcome(c) for c in matched), key=_WORST.index) if matched else "not collected"
+        # an id naming several tests: each that ran must pass; those skipped here stand aside when another
+        # passed (a docstring shared by a base class's test in every backend's class, the memcached ones
+        # skipped without a server: SWE-bench's log keeps the name's last line, a skip blocks nothing there)
+        found = [outcome(c) for c in matched]
+        counted = [o for o in found if o != "skipped"] if "passed" in found else found
+        out[test] = min(counted, key=_WORST.index) if counted else "not collected"
     return out, ready, finished, running
 
 
