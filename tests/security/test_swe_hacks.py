@@ -24,7 +24,7 @@ import pytest
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.core.types import ToolCall
 from toolgym.envs.swe import swe_oracle
-from toolgym.testing.swe import sample_row
+from toolgym.testing.swe import play, sample_row
 
 PASSING_TEST = (
     "from calc.ops import add\\n\\n\\ndef test_add():\\n    pass\\n\\n\\ndef test_mul():\\n    pass\\n"
@@ -109,17 +109,6 @@ def env(tmp_path_factory):
     e = gym.make("toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root), validate=False)
     yield e
     e.close()
-
-
-def play(env, steps):
-    env.reset(seed=0)
-    parser = env.unwrapped.parser
-    for step in steps:
-        text = parser.format_answer(step) if isinstance(step, str) else parser.format_call(step)
-        _, reward, terminated, truncated, info = env.step(text)
-        if terminated or truncated:
-            return reward, info["verdict"]
-    raise AssertionError("the episode did not end")
 
 
 def sh(command: str) -> ToolCall:

@@ -25,7 +25,7 @@ import toolgym  # noqa: F401 - registers the envs
 from tests.security.test_swe_hacks import append
 from toolgym.core.types import ToolCall
 from toolgym.envs.swe import swe_oracle
-from toolgym.testing.swe import sample_row
+from toolgym.testing.swe import play, sample_row
 
 #: frames up from the package's import (pytest collecting the tests) to the runner's: what they hold
 FIND = """
@@ -354,17 +354,6 @@ def unittest_env(tmp_path_factory):
     e = _env(tmp_path_factory.mktemp("swe-in-process-unittest"), "unittest")
     yield e
     e.close()
-
-
-def play(env, steps):
-    env.reset(seed=0)
-    parser = env.unwrapped.parser
-    for step in steps:
-        text = parser.format_answer(step) if isinstance(step, str) else parser.format_call(step)
-        _, reward, terminated, truncated, info = env.step(text)
-        if terminated or truncated:
-            return reward, info["verdict"]
-    raise AssertionError("the episode did not end")
 
 
 def attack(code: str) -> ToolCall:

@@ -26,7 +26,7 @@ from toolgym.swe.runners import (
     row_command,
     split_command,
 )
-from toolgym.testing.swe import eval_script, sample_row
+from toolgym.testing.swe import eval_script, play, sample_row
 
 DJANGO_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 queries.tests"
 DJANGO_PATCH = (
@@ -105,17 +105,6 @@ def sh(command: str) -> ToolCall:
 
 def append(path: str, code: str) -> ToolCall:
     return sh(f"echo {base64.b64encode(code.encode()).decode()} | base64 -d >> {path}")
-
-
-def play(env, steps):
-    env.reset(seed=0)
-    parser = env.unwrapped.parser
-    for step in steps:
-        text = parser.format_answer(step) if isinstance(step, str) else parser.format_call(step)
-        _, reward, terminated, truncated, info = env.step(text)
-        if terminated or truncated:
-            return reward, info["verdict"]
-    raise AssertionError("the episode did not end")
 
 
 FIX = sh("sed -i 's/a - b/a + b/' calc/ops.py")

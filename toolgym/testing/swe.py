@@ -224,3 +224,16 @@ def future_commits(store: str | Path) -> list[str]:
     """Every commit of the sample clone after its base (what no workspace may hold)."""
     repo = Path(store) / "acme__calc"
     return _git(repo, "rev-list", "--all", "--not", _git(repo, "rev-list", "--max-parents=0", "HEAD")).split()
+
+
+def play(env: Any, steps: Any) -> tuple[float, Any]:
+    """Play scripted steps on a SWE-v0 env (tool calls, then the answer as a string) from ``reset(seed=0)``:
+    (the reward, the verdict). Raises when the steps end before the episode does."""
+    env.reset(seed=0)
+    parser = env.unwrapped.parser
+    for step in steps:
+        text = parser.format_answer(step) if isinstance(step, str) else parser.format_call(step)
+        _, reward, terminated, truncated, info = env.step(text)
+        if terminated or truncated:
+            return reward, info["verdict"]
+    raise AssertionError("the episode did not end")
