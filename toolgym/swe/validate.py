@@ -3,8 +3,9 @@ unpatched repository fails a FAIL_TO_PASS test (SWE-v0 runs it when a row is fir
 validate`` runs it over a whole file, in parallel).
 
 With built environments (``envs=``) each result is kept in ``ENVS/validation/`` (``ValidationCache``),
-keyed by what decides it (the row's commit, patches and tests, and the environment), so that a row
-validated once, by the command or by any training process, is not validated again.
+keyed by what decides it (the row's commit, patches and tests, the environment, and the judge's own code),
+so that a row validated once, by the command or by any training process, is not validated again, and one
+validated by a toolgym whose judge decided otherwise is validated anew.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from typing import Any
 
 from toolgym.core.task import Task
 from toolgym.rewards.swe import FileChanges, judge, test_sandbox_for
+from toolgym.sandbox.judge_driver import JUDGE_DRIVER, RUNNER
 from toolgym.tools.bash import BashTool
+
+#: the judge's own code, in each result's key: a toolgym whose judge decides otherwise validates again
+JUDGE_CODE = hashlib.sha256((JUDGE_DRIVER + RUNNER).encode()).hexdigest()[:16]
 
 
 class ValidationCache:
@@ -36,7 +41,7 @@ class ValidationCache:
         except OSError:
             stamp = 0
         body = [d.get("instance_id"), d.get("base_commit"), d.get("patch"), d.get("test_patch"),
-                d.get("fail_to_pass"), d.get("pass_to_pass"), python, stamp]  # fmt: skip
+                d.get("fail_to_pass"), d.get("pass_to_pass"), python, stamp, JUDGE_CODE]  # fmt: skip
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
 
     def get(self, task: Task, python: str) -> dict[str, Any] | None:
