@@ -28,7 +28,7 @@ _STEP = re.compile(r"\bstep:\d+ - ")
 #: silences of passing runs (the sync, one-step-off and fully-async CPU runs, one core kept busy beside
 #: them) were 20-21 s: in start-up, and while the fully-async rollouter waits for the first sync. Seven
 #: times that leaves room for a busier machine; a stalled run is ended 150 s after its last progress, not at
-#: its 600-s limit
+#: its overall limit (900 s)
 VERL_STALL_S = 150.0
 #: the roles whose last lines a stalled run's report shows
 ROLES = ("FullyAsyncTrainer", "FullyAsyncRollouter", "OneStepOff", "TaskRunner", "step:")

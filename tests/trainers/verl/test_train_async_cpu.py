@@ -47,7 +47,10 @@ from toolgym.testing.verl_trace import trace_env
 from toolgym.trainers.verl_adapter.progress import parse_step_line, step_metrics
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "verl"
-TIMEOUT_S = 600  # 100-130 s on 2 quiet cores, 210 s on busy ones; verl hangs on some failures
+#: a bound for a run that keeps making progress, as the sync run's (a stalled one is ended by the stall watch
+#: VERL_STALL_S after its last progress): the fully-async run took 490-520 s on 2 cores with one kept busy,
+#: and 600 s ended one that had trained both steps (verl: "total time: 493 s") on a busier machine
+TIMEOUT_S = 900
 #: one update moves the policy far enough that the versions' logprobs tell apart
 CHECKS = ("actor_rollout_ref.actor.entropy_coeff=0.01", "actor_rollout_ref.actor.optim.lr=0.01")
 LOOP_KEYS = {"passed", "trainable", "turns", "tool_calls", "tool_errors", "infra_errors", "error"}
