@@ -159,11 +159,7 @@ def files_to_seal(
             m = _UNITTEST_ID.match(test)
             if m:
                 out += _module_files(m.group(2), base)
-    seen: list[str] = []
-    for path in out:
-        if path not in seen:
-            seen.append(path)
-    return seen
+    return list(dict.fromkeys(out))  # (in order, once each)
 
 
 def _ids(row: Mapping[str, Any], column: str) -> list[str]:
