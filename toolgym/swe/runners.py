@@ -221,6 +221,6 @@ def judge_options_for(row: Mapping[str, Any], test_cmd: str | Sequence[str] | No
     """The judge's keywords for a row (``toolgym.rewards.swe.judge``): the runner its test command names,
     or pytest's id rule."""
     command = row_command(row, test_cmd)
-    if command is not None and command.kind != "pytest":
-        return {"id_rule": "forms", "runner": command.spec()}
+    if command is not None and command.id_rule is not None:
+        return {"id_rule": command.id_rule, "runner": command.spec()}
     return {"id_rule": id_rule_for(row)}
