@@ -183,6 +183,34 @@ PROBE = textwrap.dedent(
     out["bash"] = [first.status, first.output[:400], second.output[:400], fs_as_root]
     shell.close()
     sb.close()
+    # a loopback network of the run's own where namespaces are allowed, else no socket at all (and saying so)
+    net = LocalSandbox(workers=1, limits=Limits(timeout_s=10), network="loopback")
+    network = f'''
+    import json, socket
+    r = {{}}
+    def attempt(name, fn):
+        try:
+            fn()
+            r[name] = "ALLOWED"
+        except OSError as exc:
+            r[name] = type(exc).__name__
+    def own():
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        socket.create_connection(server.getsockname(), 1).sendall(b"x")
+        assert server.accept()[0].recv(1) == b"x"
+    attempt("own", own)
+    attempt("host", lambda: socket.create_connection(("127.0.0.1", {listener.getsockname()[1]}), 1))
+    attempt("outside", lambda: socket.create_connection(("10.255.255.1", 80), 1))
+    attempt("unix", lambda: socket.socket(socket.AF_UNIX))
+    print(json.dumps(r))
+    '''
+    res = net.run(network)
+    out["loopback"] = {"active": "loopback_network" in net.isolation.active,
+                       "missing": net.isolation.missing.get("loopback_network", ""),
+                       "battery": json.loads(res.stdout) if res.status == "ok" else res.stderr[-300:]}
+    net.close()
     print("RESULT " + json.dumps(out))
     """
 )
@@ -256,12 +284,27 @@ def assert_contained_and_honest(out: dict) -> None:
         assert (status, first, second) == ("ok", "started\n[exit code 0]", "3\n0\n[exit code 1]"), out["bash"]
 
 
+def assert_loopback(out: dict, *, available: bool) -> None:
+    """``network="loopback"``: a run serves and connects on its own 127.0.0.1, never reaches the host's
+    listener on 127.0.0.1 and times out beyond; opens no unix socket. Where the namespaces are not allowed:
+    no socket at all, and ``missing`` says so."""
+    loopback = out["loopback"]
+    if available:
+        assert loopback["active"] and loopback["missing"] == "", loopback
+        expected = {"own": "ALLOWED", "host": "ConnectionRefusedError", "outside": "TimeoutError"}
+    else:
+        assert not loopback["active"] and "the runs have no network at all" in loopback["missing"], loopback
+        expected = dict.fromkeys(("own", "host", "outside"), "PermissionError")
+    assert loopback["battery"] == {**expected, "unix": "PermissionError"}, loopback
+
+
 def test_docker_like_root_without_cap_sys_admin():
     out = run_setup(docker=True)
     assert out["uid"] == 0 and out["mode"] == "root"
     assert {"fs_view", "pid_namespace", "net_namespace"} <= set(out["missing"])
     assert {"landlock", "unprivileged_user", "seccomp", "no_new_privs"} <= set(out["active"])
     assert_contained_and_honest(out)
+    assert_loopback(out, available=False)
 
 
 def test_interpreter_under_a_0700_directory_in_a_container():
@@ -274,6 +317,7 @@ def test_cluster_user_with_user_namespaces():
     out = run_setup(user=True, install="open")
     assert out["uid"] == USER_UID and out["mode"] == "userns" and out["missing"] == []
     assert_contained_and_honest(out)
+    assert_loopback(out, available=True)
 
 
 def test_cluster_user_without_user_namespaces():
@@ -281,6 +325,7 @@ def test_cluster_user_without_user_namespaces():
     assert out["uid"] == USER_UID and out["mode"] == "plain"
     assert "fs_view" in out["missing"] and "landlock" in out["active"]
     assert_contained_and_honest(out)
+    assert_loopback(out, available=False)
 
 
 def test_venv_reached_through_a_symlink(tmp_path):
@@ -289,6 +334,7 @@ def test_venv_reached_through_a_symlink(tmp_path):
     out = run_setup(python=str(link / "bin" / "python"))
     assert out["prefix"] == str(link) and out["missing"] == []
     assert_contained_and_honest(out)
+    assert_loopback(out, available=True)
 
 
 def test_a_child_that_cannot_import_its_packages_makes_errors_not_zeros():
@@ -392,12 +438,14 @@ def test_swe_v0_plays_and_judges_without_namespaces(setup, suite):
 #: SWE-v0's environments without namespaces: built with uv in the Docker-like root (its interpreter one it can
 #: read, as in an image), the repository importing from the session's own directory (no /testbed), the C
 #: extension rebuilt by the judge in its child's own directory, the history mined there too; the builds old
-#: repositories need, and the runners beyond pytest (Django's, SymPy's) with their hacks
+#: repositories need, the runners beyond pytest (Django's, SymPy's) with their hacks, and a verdict that is an
+#: error where tests open sockets and no loopback network can be given
 SWE_ENVS_SUITE = [
     "tests/swe/test_environments.py",
     "tests/swe/test_history.py",
     "tests/swe/test_old_builds.py",
     "tests/swe/test_runners.py",
+    "tests/swe/test_judge_network.py",
     *RED_TEAM[2:],
 ]
 

@@ -170,6 +170,7 @@ class TestRun:
     matched: dict[str, list[str]] = field(default_factory=dict)  # listed id -> the collected tests it named
     tampering: tuple[str, ...] = ()  # what the seal caught the code under test doing (the run stopped there)
     sealed: bool = True  # False: the interpreter has no audit hooks, the outcomes are pytest's reports
+    looked_up: tuple[str, ...] = ()  # host names the tests looked up beyond the machine (no answer here)
 
 
 #: a compiled part's sources: a change to one makes the judge rebuild before the tests (``rebuild=``)
@@ -368,6 +369,7 @@ def run_tests(
         "memory": JUDGE_LIMITS.memory_bytes - 512 * MiB,  # (the judge's own process and tar keep the rest)
         "id_rule": id_rule,
         "runner": dict(runner) if runner is not None else None,
+        "network": "loopback_network" in sandbox.isolation.active,
     }
     built_note = ""
     if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept):
@@ -409,6 +411,8 @@ def run_tests(
             f"(exit code {reply['exit']}): " + output[-300:].strip(),
             exit_code=reply["exit"],
         )
+    if any(r.get("network") == "wanted" for r in records) and set(outcomes.values()) != {"passed"}:
+        return TestRun(outcomes, output=output, ignored=tuple(ignored), error=no_network(sandbox))
     if tampering:
         output += f"\n[toolgym: the run stopped where the code under test tampered with it: {tampering[0]}]"
     elif running is not None and not finished:
@@ -426,6 +430,17 @@ def run_tests(
         matched=matched_ids(tests or [], records, id_rule),
         tampering=tampering,
         sealed=sealed,
+        looked_up=tuple(sorted({r["looked_up"] for r in records if "looked_up" in r})),
+    )
+
+
+def no_network(sandbox: Sandbox) -> str:
+    """Why a run whose tests open inet sockets cannot be judged on ``sandbox``: an error, never a 0 (a test
+    serving on 127.0.0.1 fails there with PermissionError whatever the change)."""
+    why = sandbox.isolation.missing.get("loopback_network", "the sandbox was made without network='loopback'")
+    return (
+        "the tests open inet sockets (a local server, a connect) and this sandbox gives them no network: "
+        f"{why}. Judge where network namespaces are allowed (as root, or with user namespaces)"
     )
 
 
@@ -456,11 +471,16 @@ def _rebuild(
 
 def test_sandbox_for(tool: Any) -> Sandbox:
     """Where a bash tool's tests run: the process-wide test sandbox (pytest preloaded) when the tool uses the
-    shared terminal sandbox, else the tool's own sandbox (its layers and limits, whatever they are)."""
+    shared terminal sandbox, else the tool's own sandbox (its layers and limits, whatever they are); a local
+    one's twin with a loopback network of each run's own (``LocalSandbox.with_network``), as the test
+    sandbox has: suites written for SWE-bench's containers serve on 127.0.0.1."""
+    from toolgym.sandbox import LocalSandbox
     from toolgym.sandbox.shared import shared_test_sandbox
 
     own = getattr(tool, "own_sandbox", None)
-    return shared_test_sandbox() if own is None else own
+    if own is None:
+        return shared_test_sandbox()
+    return own.with_network("loopback") if isinstance(own, LocalSandbox) else own
 
 
 class WorkspaceSource(Protocol):
@@ -569,6 +589,8 @@ def judge(
         details["matched_ids"] = run.matched
     if run.unapplied:
         details["unapplied_changes"] = list(run.unapplied)
+    if run.looked_up:  # (nothing beyond the machine answers: tests that need a real network fail here)
+        details["looked_up"] = list(run.looked_up)
     if run.error is not None:
         details["output"] = run.output[-1500:]
         return Verdict(reward=0.0, passed=False, details=details, error=run.error)

@@ -19,7 +19,7 @@ from typing import Any
 
 from toolgym.sandbox.base import Sandbox, SandboxSession, SandboxUnavailable
 from toolgym.sandbox.capacity import NoSessionSlot, Reservation, SessionSlots
-from toolgym.sandbox.isolation import ALWAYS_ON, LAYERS
+from toolgym.sandbox.isolation import ALWAYS_ON, LAYERS, ON_REQUEST
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.local import DEFAULT_PRELOAD, SCIENTIFIC_PRELOAD, LocalSandbox
 from toolgym.sandbox.result import STATUSES, ExecResult, IsolationReport, Status
@@ -43,13 +43,14 @@ def get_sandbox(kind: str = "local", **kwargs: Any) -> Sandbox:
 def doctor_report() -> list[tuple[str, bool, str]]:
     """(layer, available, detail) for every isolation layer of the local backend on this machine.
 
-    Starts one throwaway fork server, which performs each layer once, exactly as runs do.
+    Starts one throwaway fork server, which performs each layer once, exactly as runs do; with
+    ``network="loopback"``, so that the SWE judge's loopback network per run is checked too.
     """
     rows: list[tuple[str, bool, str]] = [
         ("platform", sys.platform == "linux", f"{sys.platform}, Python {sys.version.split()[0]}")
     ]
     try:
-        sb = LocalSandbox(workers=1, preload=(), max_sessions=1)
+        sb = LocalSandbox(workers=1, preload=(), max_sessions=1, network="loopback")
     except SandboxUnavailable as exc:
         return [*rows, ("fork_server", False, str(exc))]
     try:
@@ -64,7 +65,7 @@ def doctor_report() -> list[tuple[str, bool, str]]:
                 or "a child imports its packages (stdlib C extensions, numpy) and reads sys.path",
             )
         )
-        for layer in LAYERS:
+        for layer in (*LAYERS, *ON_REQUEST):
             if layer in report.missing:
                 rows.append((layer, False, report.missing[layer]))
             else:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import landlock
 from toolgym.sandbox.fsview import rebind_read_only
+from toolgym.sandbox.netns import enter_loopback_network
 
 if TYPE_CHECKING:
     from toolgym.sandbox.server_plan import ServerPlan
@@ -114,7 +115,9 @@ def _enter_landlock(plan: ServerPlan, spec: ChildSpec) -> None:
     if lx.libc.prctl(lx.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1:
         lx.prctl(lx.PR_SET_NO_NEW_PRIVS, 1)  # Landlock's condition (no CAP_SYS_ADMIN needed then)
     own = ["/tmp", "/dev/shm"] if plan.has("fs_view") else [spec.host_tmp] if spec.host_tmp else []
-    landlock.restrict(plan.landlock_read, own, _DEVICES, abi=plan.landlock_abi)
+    landlock.restrict(
+        plan.landlock_read, own, _DEVICES, abi=plan.landlock_abi, allow_tcp=plan.has("loopback_network")
+    )
 
 
 def _drop_user_userns() -> None:
@@ -160,6 +163,8 @@ def child_steps(plan: ServerPlan, spec: ChildSpec) -> list[tuple[str, Callable[[
     for layer, flag in unshare_flags:
         if has(layer):
             steps.append((layer, functools.partial(lx.unshare, flag)))
+    if has("loopback_network"):  # while the child still holds the capabilities it takes
+        steps.append(("loopback_network", enter_loopback_network))
     if has("fs_view"):
         steps.append(
             ("fs_view", lambda: _mount_run_tmpfs(spec.limits, spec.uid, owner=root_mode, keep=plan.tmp_binds))

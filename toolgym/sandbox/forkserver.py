@@ -100,6 +100,7 @@ class ForkServer:
             config["probe_limits"],
             config.get("extra_paths", ()),
             config.get("links") or None,
+            config.get("network", "none"),
         )
         self.preloaded, self.preload_failed = self._preload(config["preload"])
         # tests only: every child sleeps this long at the end of its setup (a slow, loaded machine)
@@ -128,7 +129,8 @@ class ForkServer:
             "ok": True,
             "pid": own_host_pid(),
             "mode": plan.mode,
-            "active": [layer for layer in iso.LAYERS if plan.has(layer)] + list(iso.ALWAYS_ON),
+            "active": [layer for layer in (*iso.LAYERS, *iso.ON_REQUEST) if plan.has(layer)]
+            + list(iso.ALWAYS_ON),
             "missing": dict(plan.missing),
             "disabled": sorted(plan.disabled),
             "details": dict(plan.details),

@@ -19,6 +19,13 @@ Layers (each detected by actually performing it once at fork-server start, and r
     (Without seccomp, a run and the sessions of the same worker could meet over an abstract unix socket.)
 ``ipc_namespace``
     Private System V IPC and POSIX message queues per run.
+``loopback_network`` (only with ``network="loopback"``)
+    Each run gets a network namespace of its own with ``lo`` up and every other address dropped in silence
+    (:mod:`toolgym.sandbox.netns`), and may open inet sockets (seccomp's ``inet_sockets`` variant; Landlock
+    leaves TCP alone): its tests can serve and fetch on ``127.0.0.1``, and reach nothing else, not the host's
+    loopback, nor another run. For tests written for a machine with a network (SWE-bench's containers). It
+    needs the namespaces' privilege (root, or a user namespace); without it the runs have no network at all,
+    and ``missing`` says so.
 ``uts_namespace``
     The host name reads ``sandbox`` (one UTS namespace per fork server: changing it needs privileges the
     program does not have, so there is nothing to isolate between runs).
@@ -87,6 +94,7 @@ from toolgym.sandbox.child_setup import (
     make_private_dir,
 )
 from toolgym.sandbox.fsview import SYSTEM_DIRS, ViewError, build_fs_view, exposed_paths, under_tmp
+from toolgym.sandbox.netns import enter_loopback_network
 from toolgym.sandbox.processes import lifeline_alive
 from toolgym.sandbox.server_plan import ServerPlan
 
@@ -102,6 +110,8 @@ LAYERS: tuple[str, ...] = (
     "seccomp",
     "rlimits",
 )
+#: layers a sandbox has only when it asks for them (``network="loopback"``)
+ON_REQUEST: tuple[str, ...] = ("loopback_network",)
 ALWAYS_ON: tuple[str, ...] = (
     "memory_watchdog",
     "clean_env",
@@ -122,7 +132,11 @@ _CONSEQUENCE = {
     "uts_namespace": "the host name is visible",
     "unprivileged_user": "the program runs as your uid: it reads your files and your processes' environment",
     "landlock": "no second wall: files, TCP and signals rest on the other layers alone",
+    "loopback_network": "the runs have no network at all: a test that serves or connects on 127.0.0.1 fails "
+    "(PermissionError)",
 }
+#: the sandbox's ``network`` settings: no socket at all, or a loopback network per run
+NETWORKS = ("none", "loopback")
 
 
 # ---------------------------------------------------------------- detection helpers
@@ -286,7 +300,9 @@ def _plan_landlock(plan: ServerPlan, extra_paths: Sequence[str]) -> None:
         plan.layers.discard("landlock")
         return
     plan.landlock_abi = abi
-    plan.details["landlock"] = f"ABI {abi}: " + "; ".join(landlock.features(abi))
+    plan.details["landlock"] = f"ABI {abi}: " + "; ".join(
+        landlock.features(abi, plan.has("loopback_network"))
+    )
     if plan.has("fs_view"):
         plan.landlock_read = ["/"]
         return
@@ -306,6 +322,7 @@ def _plan_landlock(plan: ServerPlan, extra_paths: Sequence[str]) -> None:
             [plan.host_tmp_base or "/nonexistent"],
             ("/dev/null", "/dev/zero", "/dev/full"),
             abi=abi,
+            allow_tcp=plan.has("loopback_network"),
         )
     except OSError as exc:
         plan.missing["landlock"] = f"confining the fork server: {exc}; {_CONSEQUENCE['landlock']}"
@@ -325,7 +342,33 @@ def _plan_landlock(plan: ServerPlan, extra_paths: Sequence[str]) -> None:
 # ---------------------------------------------------------------- server preparation
 
 
-def _compile_seccomp_elsewhere(for_privileged_server: bool) -> tuple[bytes | None, list[str], str | None]:
+def _loopback_unavailable() -> str | None:
+    """None if a child here can enter a loopback network of its own (tried in a throwaway child), else why."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the trying child
+        try:
+            os.close(r)
+            try:
+                enter_loopback_network()
+            except OSError as exc:
+                os.write(w, f"a network namespace with lo up: {exc.strerror or exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        return f"the child trying it died (wait status {status})"
+    return data.decode(errors="replace") or None
+
+
+def _compile_seccomp_elsewhere(
+    for_privileged_server: bool, inet_sockets: bool
+) -> tuple[bytes | None, list[str], str | None]:
     """Compile the filter in a throwaway child: (bpf, unknown syscalls, why unavailable).
 
     pyseccomp imports ctypes.util, which imports subprocess and threading; threading's after-fork hook
@@ -341,7 +384,7 @@ def _compile_seccomp_elsewhere(for_privileged_server: bool) -> tuple[bytes | Non
             out: dict = {"reason": reason, "bpf": "", "unknown": []}
             if reason is None:
                 try:
-                    bpf, out["unknown"] = build_filter_bpf(for_privileged_server=for_privileged_server)
+                    bpf, out["unknown"] = build_filter_bpf(for_privileged_server, inet_sockets)
                     out["bpf"] = bpf.hex()
                 except OSError as exc:
                     out["reason"] = f"building the filter failed: {exc}"
@@ -367,22 +410,27 @@ def prepare_server(
     probe_limits: dict,
     extra_paths: Sequence[str] = (),
     links: dict[str, str] | None = None,
+    network: str = "none",
 ) -> ServerPlan:
     """Establish the server-wide layers (user namespace, read-only view) and detect the per-child ones."""
     disabled_set = {d for d in disabled if d in LAYERS}
     wanted = [layer for layer in LAYERS if layer not in disabled_set]
+    if network == "loopback":
+        wanted.append("loopback_network")
     missing: dict[str, str] = {}
     details: dict[str, str] = {}
     is_root = os.geteuid() == 0
     host_uid = os.geteuid()
     mode = "root" if is_root else "plain"
-    if not is_root and any(layer in wanted for layer in (*_NAMESPACE_LAYERS, "unprivileged_user")):
+    if not is_root and any(
+        layer in wanted for layer in (*_NAMESPACE_LAYERS, "unprivileged_user", "loopback_network")
+    ):
         try:
             enter_server_userns()
             mode = "userns"
         except OSError as exc:
             why = f"not root and user namespaces are unavailable ({_userns_block_reason()}: {exc.strerror})"
-            for layer in (*_NAMESPACE_LAYERS, "unprivileged_user"):
+            for layer in (*_NAMESPACE_LAYERS, "unprivileged_user", "loopback_network"):
                 if layer in wanted:
                     missing[layer] = f"{why}; {_CONSEQUENCE[layer]}"
     if mode == "userns" and "pid_namespace" in wanted:
@@ -395,10 +443,19 @@ def prepare_server(
             f"user namespace per run, uid {NOBODY} inside -> uid {host_uid} outside"
         )
     layers = {layer for layer in wanted if layer not in missing}
-    plan = ServerPlan(mode=mode, layers=layers, missing=missing, disabled=disabled_set, details=details)
+    plan = ServerPlan(
+        mode=mode, layers=layers, missing=missing, disabled=disabled_set, details=details, network=network
+    )
+    if plan.has("loopback_network"):  # known before the filter is compiled: it lets inet sockets through
+        why_not = _loopback_unavailable()
+        if why_not:
+            missing["loopback_network"] = f"{why_not}; {_CONSEQUENCE['loopback_network']}"
+            layers.discard("loopback_network")
+        else:
+            details["loopback_network"] = "a network namespace per run: lo up, the default route on it"
 
     if plan.has("seccomp"):
-        bpf, unknown, reason = _compile_seccomp_elsewhere(for_privileged_server=is_root)
+        bpf, unknown, reason = _compile_seccomp_elsewhere(is_root, plan.has("loopback_network"))
         plan.seccomp_bpf = bpf
         if unknown:
             details["seccomp"] = "syscalls unknown to this libseccomp: " + ", ".join(unknown)

@@ -102,7 +102,8 @@ def _tg_judge(ws, shown, python, runner):
     env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0", TOOLGYM_TESTBED=shown)
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
            "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
-           "id_rule": cfg.get("id_rule", "exact"), "runner": cfg.get("runner")}
+           "id_rule": cfg.get("id_rule", "exact"), "runner": cfg.get("runner"),
+           "network": cfg.get("network", True)}
     if python == _sys.executable and "pytest" in _sys.modules:
         # this interpreter (a fork of a server that imported pytest and its plugins) forks the test process:
         # what `python -I` with pytest imported first gives, without starting an interpreter
@@ -290,7 +291,7 @@ def _tg_pristine(root, files):
             out[os.path.normpath(os.path.join(base, rel))] = tuple(variants)
     return out
 
-def _tg_seal(key, fd, pristine, root, trace, guarded):
+def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     # The audit hook that signs and writes every record, and the two functions the runner reports through.
     # What it holds (the key, the channel, the test code it accepts) is bound in its defaults: nothing else
     # refers to it, and Python offers no way to read or remove an audit hook but gc's introspection, which
@@ -307,7 +308,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
         # code must be (a pytest node id's own, unless the runner says: a unittest case's module file)
         if path is None:
             path, _, rest = nodeid.partition("::")
-            name = rest.split("::")[-1].split("[")[0]
+            name = rest.split("[")[0].split("::")[-1]
         async def awaited(coro, target, nodeid, path, name):
             try:
                 result = await coro
@@ -350,10 +351,14 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
         "toolgym.judge", "toolgym.judge.ran", "exec", "code.__new__", "function.__new__",
         "object.__setattr__", "object.__delattr__", "gc.get_objects", "gc.get_referrers",
         "gc.get_referents", "sys._current_frames", "sys.settrace", "sys.setprofile", "ctypes.dlsym",
-        "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "sys.addaudithook"})
+        "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "sys.addaudithook", "socket.__new__",
+        "socket.getaddrinfo"})
     busy = set()
     genuine = {}
-    def hook(event, args, _watched=watched, _busy=busy, _genuine=genuine, _pristine=pristine,
+    told = [] if not network else [True]  # (an inet socket on a sandbox without a network: said once)
+    looked = set()  # the host names looked up beyond the machine (a test that needs a real network)
+    def hook(event, args, _watched=watched, _busy=busy, _genuine=genuine, _pristine=pristine, _told=told,
+             _looked=looked,
              _emitters=emitters, _ours=frozenset(ours), _snapshot=snapshot, _key=key, _fd=fd,
              _pid=os.getpid(), _getpid=os.getpid, _ident=threading.get_ident, _write=os.write,
              _exit=os._exit, _getframe=sys._getframe, _new=hmac.new, _sha=hashlib.sha256,
@@ -392,9 +397,11 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                     else:
                         # the id's own test name (pytest's and SymPy's after the last "::", unittest's
                         # after the last "."), and a pytest id's own file: the evidence names that test only
-                        head, sep, tail = _rpartition(nodeid, "::")
+                        # (a parameter may hold "::" itself: requests' test_errors[http://fe80::5054:...])
+                        bare = _partition(nodeid, "[")[0]
+                        head, sep, tail = _rpartition(bare, "::")
                         if not sep:
-                            tail = _rpartition(nodeid, ".")[2]
+                            tail = _rpartition(bare, ".")[2]
                         code = fn.__code__
                         if _partition(tail, "[")[0] != name or (sep and head.split("::")[0] != path):
                             why = "another test's function"
@@ -419,6 +426,18 @@ def _tg_seal(key, fd, pristine, root, trace, guarded):
                             _codes_in(code, _genuine)
                         else:
                             fatal = "the code run as " + code.co_filename + " is not that file's"
+            elif event == "socket.__new__":
+                if not _told and _len(args) > 1 and args[1] in (2, 10):
+                    _told.append(True)
+                    kind, body = b"P", _dumps({"network": "wanted"})
+            elif event == "socket.getaddrinfo":
+                host = args[0] if _len(args) else None
+                if _type(host) is bytes:
+                    host = host.decode("ascii", "replace")
+                if (_type(host) is _str and host not in _looked and _len(_looked) < 8 and ":" not in host
+                        and host.strip("0123456789.") and host not in ("localhost", "localhost.localdomain")):
+                    _looked.add(host)
+                    kind, body = b"P", _dumps({"looked_up": host})
             elif event == "code.__new__":
                 if not _old and _len(args) > 1 and _type(args[1]) is _str and args[1] in _pristine:
                     fatal = "a code object made for the test file " + args[1]
@@ -481,15 +500,27 @@ def _tg_sealed(cfg, key, guarded):
     # the seal installed (the key goes into it), or on Python 3.7 and older (no audit hooks) records signed
     # here and no evidence (the verdict says so): (send, wrap or None)
     import os, sys
+    network = cfg.get("network", True)
     if hasattr(sys, "addaudithook"):
         pristine = _tg_pristine(cfg["root"], cfg["files"])
         return _tg_seal(key, cfg["fd"], pristine, os.path.realpath(cfg["root"]) + os.sep, cfg["trace"],
-                        guarded)
+                        guarded, network)
     import hashlib, hmac, json
     def send(record, _key=key, _fd=cfg["fd"], _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256,
              _write=os.write):
         data = _dumps(record).encode()
         _write(_fd, _new(_key, b"P " + data, _sha).hexdigest().encode() + b" P " + data + b"\n")
+    if not network:  # no audit event to see an inet socket by: socket.socket's own constructor says it
+        import socket
+        opened, told = socket.socket.__init__, []
+        def init(self, *args, **kwargs):
+            family = args[0] if args else kwargs.get("family", -1)
+            fileno = kwargs.get("fileno", args[3] if len(args) > 3 else None)
+            if not told and family in (-1, 2, 10) and fileno is None:
+                told.append(True)
+                send({"network": "wanted"})
+            opened(self, *args, **kwargs)
+        socket.socket.__init__ = init
     return send, None
 
 def _tg_tests(cfg, key):
@@ -826,7 +857,7 @@ def _tg_pytest(cfg, key):
     trace = cfg["trace"]
     def test_name(nodeid):
         path, _, rest = nodeid.partition("::")
-        return path, rest.split("::")[-1].split("[")[0]
+        return path, rest.split("[")[0].split("::")[-1]
     class _Reporter:
         @pytest.hookimpl(trylast=True)
         def pytest_collection_modifyitems(self, session, config, items):

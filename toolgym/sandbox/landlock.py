@@ -11,7 +11,8 @@ descendant are confined to (it can only be narrowed later, never widened). What 
 
 - filesystem (ABI 1+, REFER 2+, TRUNCATE 3+): read/execute beneath the read-only paths, everything beneath
   the writable ones (the run's private dir), read/write on a few device nodes, nothing elsewhere;
-- network (ABI 4+): TCP bind and connect denied (no rule allows any port);
+- network (ABI 4+): TCP bind and connect denied (no rule allows any port), but for a run on a loopback
+  network of its own (``toolgym.sandbox.netns``), where the namespace is the wall;
 - scopes (ABI 6+): signals and abstract unix sockets only within the run's own domain, so a program cannot
   signal the trainer or another run even where it shares their uid.
 
@@ -121,11 +122,11 @@ def handled_fs(abi: int) -> int:
     return rights
 
 
-def features(abi: int) -> list[str]:
+def features(abi: int, allow_tcp: bool = False) -> list[str]:
     """What a domain built by ``restrict`` enforces on this ABI, in words (the isolation report's detail)."""
     out = ["filesystem: read-only beneath the allowed paths, writes only in the run's own dir"]
     if abi >= 4:
-        out.append("TCP bind/connect denied")
+        out.append("TCP left to the run's own loopback network" if allow_tcp else "TCP bind/connect denied")
     if abi >= 6:
         out.append("signals and abstract unix sockets scoped to the run")
     return out
@@ -188,15 +189,18 @@ def restrict(
     devices: Iterable[str] = (),
     *,
     abi: int,
+    allow_tcp: bool = False,
 ) -> None:
     """Confine the calling process (and its future children) to a new Landlock domain.
 
     ``read``: paths beneath which files may be read and executed and directories listed; ``write``: paths
     beneath which everything is allowed; ``devices``: files that may be read and written (``/dev/null``).
     Paths that do not exist are skipped. Needs ``no_new_privs`` (or CAP_SYS_ADMIN in the user namespace).
+    ``allow_tcp``: TCP bind and connect are left alone (a run on a loopback network of its own, whose
+    namespace is the wall; Landlock's rules are per port, not per address).
     """
     fs = handled_fs(abi)
-    attr = _RulesetAttr(fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0, 0)
+    attr = _RulesetAttr(fs, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 and not allow_tcp else 0, 0)
     size = 8
     if abi >= 4:
         size = 16

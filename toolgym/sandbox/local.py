@@ -28,6 +28,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from toolgym.sandbox import canary
 from toolgym.sandbox.base import Sandbox, SandboxUnavailable, check_files
@@ -41,7 +42,7 @@ from toolgym.sandbox.capacity import (
 from toolgym.sandbox.child_setup import SETUP_TIMEOUT_S
 from toolgym.sandbox.client import ServerDied, ServerHandle
 from toolgym.sandbox.fsview import check_links
-from toolgym.sandbox.isolation import LAYERS
+from toolgym.sandbox.isolation import LAYERS, NETWORKS
 from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.processes import process_table, tree_memory
 from toolgym.sandbox.result import ExecResult, IsolationReport
@@ -128,6 +129,7 @@ class LocalSandbox(Sandbox):
         links: Mapping[str, str] | None = None,
         session_cpu_factor: float = 10.0,
         uid_base: int | None = None,
+        network: str = "none",
     ) -> None:
         """
         Args:
@@ -150,7 +152,14 @@ class LocalSandbox(Sandbox):
             session_cpu_factor: a session's CPU budget is ``limits.cpu_s`` times this (one process,
                 many calls).
             uid_base: first host uid of this sandbox's uid block (root only); random block by default.
+            network: ``"none"`` (default): no socket but anonymous unix pairs. ``"loopback"``: each run gets
+                a network namespace of its own with ``lo`` up, every other address dropped in silence
+                (``toolgym.sandbox.netns``), for tests that serve and fetch on ``127.0.0.1``. Needs the
+                namespaces' privilege; without it ``isolation.missing["loopback_network"]`` says so and the
+                runs have no network.
         """
+        if network not in NETWORKS:
+            raise ValueError(f"network must be one of {', '.join(NETWORKS)}, not {network!r}")
         unknown = set(disable) - set(LAYERS)
         if unknown:
             raise ValueError(f"unknown isolation layers {sorted(unknown)}; known: {', '.join(LAYERS)}")
@@ -160,6 +169,21 @@ class LocalSandbox(Sandbox):
             raise ValueError("give max_sessions or slots, not both")
         self._slots = slots or SessionSlots(max_sessions, wait_s=session_wait_s, idle_s=session_idle_s)
         super().__init__(limits, workers)
+        self.network = network
+        # what a twin on another network is made with (``with_network``): this one's settings, its slots
+        self._settings: dict[str, Any] = dict(
+            limits=limits,
+            workers=workers,
+            preload=preload,
+            session_cpu_factor=session_cpu_factor,
+            slots=self._slots,
+            disable=tuple(disable),
+            strict=strict,
+            extra_paths=tuple(extra_paths),
+            links=dict(links or {}),
+        )
+        self._twins: dict[str, LocalSandbox] = {}
+        self._twins_lock = threading.Lock()
         self._owner_pid = os.getpid()
         self.session_cpu_factor = session_cpu_factor
         self._closed = False
@@ -180,6 +204,7 @@ class LocalSandbox(Sandbox):
                     "uid_count": per_server,
                     "extra_paths": list(extra_paths),
                     "links": check_links(links or {}),
+                    "network": network,
                     "probe_limits": probe_limits,
                     "setup_delay_s": _SETUP_DELAY_S,
                 },
@@ -489,10 +514,24 @@ class LocalSandbox(Sandbox):
             suspects |= {pid for pid, (_, uid, _) in table.items() if uid in self.uid_range} - allowed
         return sorted((pid, table[pid][1], table[pid][2]) for pid in suspects if pid in table)
 
+    def with_network(self, network: str) -> LocalSandbox:
+        """This sandbox, or its twin with ``network`` instead (the same layers, limits, paths, links and
+        session slots; started on first use, closed with this one). The judge's test runs take the
+        ``"loopback"`` twin of the sandbox an agent's commands run in."""
+        if network == self.network:
+            return self
+        with self._twins_lock:
+            twin = self._twins.get(network)
+            if twin is None or twin._closed:
+                twin = self._twins[network] = LocalSandbox(**self._settings, network=network)
+            return twin
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        for twin in list(self._twins.values()):
+            twin.close()
         if os.getpid() != self._owner_pid:
             return  # a forked copy: the servers belong to the parent, leave them alone
         for sess in list(self._all_sessions):

@@ -72,6 +72,8 @@ DENIED_SYSCALLS: tuple[str, ...] = (
 )
 
 _AF_UNIX = 1
+_AF_INET = 2
+_AF_INET6 = 10
 _TIOCSTI = 0x5412  # push bytes into a terminal's input queue
 _TIOCLINUX = 0x541C
 _NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
@@ -95,7 +97,9 @@ SETUP_SYSCALLS = ("mount", "unshare", "setns")
 _CLONE_NEWUSER = 0x10000000
 
 
-def build_filter_bpf(for_privileged_server: bool = False) -> tuple[bytes, list[str]]:
+def build_filter_bpf(
+    for_privileged_server: bool = False, inet_sockets: bool = False
+) -> tuple[bytes, list[str]]:
     """Compile the policy for the native architecture; returns (BPF bytes, syscall names unknown here).
 
     ``for_privileged_server``: the variant a root fork server installs on itself before forking, so that
@@ -105,6 +109,10 @@ def build_filter_bpf(for_privileged_server: bool = False) -> tuple[bytes, list[s
 
     Foreign architectures (i386 ``int 0x80`` and x32 entry points on x86_64) are killed outright by
     libseccomp's bad-arch action, so the deny list cannot be bypassed through a second syscall table.
+
+    ``inet_sockets``: the variant for a sandbox whose runs each have a loopback network of their own
+    (``toolgym.sandbox.netns``): ``socket()`` of the families ``AF_INET`` and ``AF_INET6`` is allowed (the
+    run's network namespace holds only ``lo``), every other family still refused.
     """
     import pyseccomp as sc
 
@@ -121,10 +129,20 @@ def build_filter_bpf(for_privileged_server: bool = False) -> tuple[bytes, list[s
             flt.add_rule(deny, name)
         except (OSError, ValueError):
             unknown.append(name)  # older libseccomp/kernel without that call: nothing to deny
-    # No socket of any family: the program has no business with the network or host daemons' unix
-    # sockets. Anonymous unix socketpairs stay allowed (asyncio's self-pipe, multiprocessing.Pipe).
-    flt.add_rule(sc.ERRNO(errno.EACCES), "socket")
-    flt.add_rule(sc.ERRNO(errno.EACCES), "socketpair", sc.Arg(0, sc.NE, _AF_UNIX))
+    # No socket of any family (inet ones only on a run's own loopback network): the program has no business
+    # with the network or host daemons' unix sockets. Anonymous unix socketpairs stay allowed (asyncio's
+    # self-pipe, multiprocessing.Pipe).
+    refused = sc.ERRNO(errno.EACCES)
+    if inet_sockets:
+        # one comparison per rule on an argument (libseccomp's rule), compared as 64 bits: anything but
+        # exactly 2 or 10, upper bits set included, meets one of these
+        flt.add_rule(refused, "socket", sc.Arg(0, sc.LT, _AF_INET))
+        for family in range(_AF_INET + 1, _AF_INET6):
+            flt.add_rule(refused, "socket", sc.Arg(0, sc.EQ, family))
+        flt.add_rule(refused, "socket", sc.Arg(0, sc.GT, _AF_INET6))
+    else:
+        flt.add_rule(refused, "socket")
+    flt.add_rule(refused, "socketpair", sc.Arg(0, sc.NE, _AF_UNIX))
     # New namespaces would let the program build its own mount table or pid 1.
     for flag in _NS_FLAGS:
         flt.add_rule(deny, "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))

@@ -27,6 +27,7 @@ class ServerPlan:
     landlock_abi: int = 0
     landlock_read: list[str] = field(default_factory=list)  # what each child's domain may read
     fs_as_root: bool = False  # children keep file access as uid 0 (no capabilities): see unprivileged_user
+    network: str = "none"  # "loopback": each run gets a network namespace with lo up (toolgym.sandbox.netns)
 
     def has(self, layer: str) -> bool:
         return layer in self.layers

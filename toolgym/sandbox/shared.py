@@ -122,12 +122,19 @@ def shared_test_sandbox() -> LocalSandbox:
     layers, slots and view links, with pytest and its plugins imported by its fork servers once
     (``pytest_preload``). A run forks its tests from that warm interpreter instead of starting one: loading
     pytest's plugins (and the packages they import lazily, with their asserts rewritten) was most of a small
-    suite's two seconds. A module that cannot be imported is left out (``preload_failed`` says why)."""
+    suite's two seconds. A module that cannot be imported is left out (``preload_failed`` says why).
+
+    Each run has a loopback network of its own (``network="loopback"``): suites written for SWE-bench's
+    containers serve and fetch on 127.0.0.1 (Django's live-server tests); nothing beyond it is reachable.
+    Where the machine allows no network namespace, the runs have no socket and a verdict whose tests opened
+    one is an error (``toolgym.rewards.swe.no_network``)."""
     global _tests
     slots = shared_slots()
     with _shared_lock:
         if _tests is None or _tests[0] != os.getpid():
-            sb = LocalSandbox(workers=2, slots=slots, links=TERMINAL_LINKS, preload=pytest_preload())
+            sb = LocalSandbox(
+                workers=2, slots=slots, links=TERMINAL_LINKS, preload=pytest_preload(), network="loopback"
+            )
             atexit.register(sb.close)
             _tests = (os.getpid(), sb)
         return _tests[1]

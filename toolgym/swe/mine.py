@@ -133,7 +133,8 @@ def test_sandbox_with(python: str | None) -> Sandbox:
 
     if python is None or python == sys.executable:
         return shared_test_sandbox()
-    return sandbox_for([interpreter(python)]) or shared_test_sandbox()
+    own = sandbox_for([interpreter(python)])
+    return shared_test_sandbox() if own is None else own.with_network("loopback")
 
 
 def judge_paths(box: Sandbox) -> tuple[str, str]:

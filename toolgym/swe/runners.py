@@ -199,11 +199,18 @@ def command_of(row: Mapping[str, Any], test_cmd: str | Sequence[str] | None = No
     return TestCommand(kind, program, tuple(args), env, tuple(files), source)
 
 
+#: SWE-bench's parsers that shorten a path parameter to its last part, by every name a row's ``log_parser``
+#: column gives them (5.x names a parser per repository: ``parse_log_requests = parse_log_pytest_options``)
+OPTIONS_PARSERS = frozenset(
+    ("parse_log_pytest_options", "parse_log_requests", "parse_log_pylint", "parse_log_pydicom")
+)
+
+
 def id_rule_for(row: Mapping[str, Any]) -> str:
     """How a pytest row's test ids were written (``toolgym.rewards.swe.ID_RULES``): its ``log_parser`` column
     where it has one, else SWE-bench's parser for its repository, else pytest's summary-line form."""
     parser = str(row.get("log_parser") or swebench_specs()["log_parsers"].get(str(row.get("repo", ""))) or "")
-    return "pytest_options" if "options" in parser else "pytest"
+    return "pytest_options" if parser in OPTIONS_PARSERS or "options" in parser else "pytest"
 
 
 def specs_test_cmd(row: Mapping[str, Any]) -> str | None:

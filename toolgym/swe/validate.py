@@ -88,6 +88,14 @@ def validate_row(
         failing = {**gold.details["fail_to_pass"], **gold.details["pass_to_pass_failed"]}
         failing = {k: v for k, v in failing.items() if v != "passed"}
         sample = ", ".join(f"{k} ({v})" for k, v in list(failing.items())[:3])
+        if gold.details.get("looked_up"):
+            hosts = ", ".join(gold.details["looked_up"])
+            return done(
+                f"it needs a real network: its tests look up {hosts}, which nothing here answers (the "
+                f"judge's runs reach only their own loopback), and its gold patch fails {len(failing)} "
+                f"tests: {sample}",
+                gold=gold.details,
+            )
         return done(
             f"its gold patch does not pass here ({len(failing)} tests: {sample}); the interpreter {python} "
             f"may lack what the repository needs. Output: {gold.details.get('output', '')[-300:]}",

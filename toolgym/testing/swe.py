@@ -105,6 +105,61 @@ SYMPY_TESTS_AFTER = SYMPY_TESTS.replace("import mul", "import add, mul") + (
     "\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n@XFAIL\ndef test_add_strings():\n"
     "    assert add('a', 1) == 'a1'\n\n\n@slow\ndef test_add_many():\n    assert sum(range(10)) == 45\n"
 )
+#: tests written for a machine with a network (``sample_row(network=True)``): one serves ``add``'s answer on
+#: 127.0.0.1 and fetches it, as Django's live-server tests do, one expects a connect beyond the machine to
+#: time out, as requests' ``TestTimeout`` does, one whose parameter holds "::" (an IPv6 address, as requests'
+#: ``test_errors[http://fe80::5054:ff:fe5a:fc0-InvalidURL]``)
+NETWORK_TESTS = """
+
+import pytest
+
+
+@pytest.mark.parametrize("url", ["http://fe80::5054:ff:fe5a:fc0"])
+def test_an_ipv6_url(url):
+    assert url.count("::") == 1
+
+def test_unroutable_times_out():
+    import socket
+
+    try:
+        socket.create_connection(("10.255.255.1", 80), timeout=0.5)
+    except socket.timeout:
+        return
+    raise AssertionError("the connect did not time out")
+"""
+NETWORK_TESTS_AFTER = """
+
+def test_add_served():
+    import http.server
+    import threading
+    import urllib.request
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = str(add(2, 3)).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/", timeout=5).read() == b"5"
+    finally:
+        server.shutdown()
+"""
+#: a listed test that fetches from the internet (``sample_row(network="online")``): nothing answers here
+ONLINE_TEST = """
+
+def test_add_online():
+    import urllib.request
+
+    assert urllib.request.urlopen("http://httpbin.org/get", timeout=5).status == 200
+    assert add(2, 3) == 5
+"""
 SYMPY_BIN_TEST = "#!/usr/bin/env python\nimport sys\n\nsys.exit('the judge plays this runner itself')\n"
 
 
@@ -123,14 +178,21 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def sample_row(
-    store: str | Path, scale: int = 0, requires: str | None = None, style: str = "pytest"
+    store: str | Path,
+    scale: int = 0,
+    requires: str | None = None,
+    style: str = "pytest",
+    network: bool | str = False,
 ) -> dict[str, Any]:
     """Write the ``acme/calc`` clone under ``store`` (see the module docstring) and return its row.
     ``requires``: a module the package imports (a dependency the interpreter must have); ``style``:
     ``"pytest"`` (test functions), ``"unittest"`` (a ``unittest.TestCase``, run by pytest), ``"django"``
     (Django's layout and runner, its ids unittest's or a docstring's first line) or ``"sympy"`` (SymPy's
     layout and ``bin/test``, its ids bare function names); the last two carry the test command in an
-    ``eval_script`` as SWE-bench 5.x rows do."""
+    ``eval_script`` as SWE-bench 5.x rows do. ``network``: the pytest style with ``NETWORK_TESTS`` besides
+    (a listed test that serves on 127.0.0.1, one that expects a connect beyond the machine to time out);
+    ``"online"``: and a listed test that fetches from ``httpbin.org`` (``ONLINE_TEST``), which only a real
+    network passes."""
     styles = {
         "pytest": (TESTS, TESTS_AFTER, "tests/test_ops.py"),
         "unittest": (UNITTEST_TESTS, UNITTEST_TESTS_AFTER, "tests/test_ops.py"),
@@ -140,6 +202,12 @@ def sample_row(
     if style not in styles:
         raise ValueError(f"style must be one of {sorted(styles)}, not {style!r}")
     tests, tests_after, test_file = styles[style]
+    if network:
+        if style != "pytest":
+            raise ValueError("network=True goes with the pytest style")
+        tests, tests_after = tests + NETWORK_TESTS, tests_after + NETWORK_TESTS + NETWORK_TESTS_AFTER
+        if network == "online":
+            tests_after += ONLINE_TEST
     repo = Path(store) / "acme__calc"
     (repo / "calc").mkdir(parents=True, exist_ok=True)
     (repo / test_file).parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +253,14 @@ def sample_row(
     prefix = "" if style == "pytest" else "OpsTest::"
     f2p, p2p = [f"tests/test_ops.py::{prefix}test_add"], [f"tests/test_ops.py::{prefix}test_mul"]
     more: dict[str, Any] = {}
+    if network:
+        f2p.append("tests/test_ops.py::test_add_served")
+        if network == "online":
+            f2p.append("tests/test_ops.py::test_add_online")
+        p2p += [
+            "tests/test_ops.py::test_unroutable_times_out",
+            "tests/test_ops.py::test_an_ipv6_url[http://fe80::5054:ff:fe5a:fc0]",
+        ]
     if style == "django":
         f2p = ["Adding two numbers gives their sum.", "test_add_negative (ops_tests.tests.OpsTests)"]
         p2p = ["test_mul (ops_tests.tests.OpsTests)", "test_a_suite_inside (ops_tests.tests.OpsTests)"]
