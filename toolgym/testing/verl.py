@@ -126,10 +126,16 @@ class VersionedServerStandIn(_Recording):
     then is aborted at that token (``stop_reason="aborted"``, what it sampled so far), as verl's
     ``abort_all_requests`` does when the trainer syncs weights, and what comes next is sampled by the next
     policy; and so on for each entry of ``update_after``. ``generations`` records each attempt with its
-    version."""
+    version.
 
-    def __init__(self, policies: Sequence[LLMClient], update_after: Sequence[int]):
+    ``seed`` makes a test's sampling repeatable: a request that brings no seed of its own (verl's agent loop
+    sends none) samples with ``seed + n`` for the server's ``n``-th request, so whether an episode's first
+    turn runs past an update point does not depend on the run (unseeded, a first turn that samples EOS
+    within ``update_after[0]`` tokens now and then is never interrupted)."""
+
+    def __init__(self, policies: Sequence[LLMClient], update_after: Sequence[int], seed: int | None = None):
         super().__init__()
+        self.seed = seed
         if len(update_after) != len(policies) - 1:
             raise ValueError("one update point per policy after the first")
         self.policies = list(policies)
@@ -152,7 +158,7 @@ class VersionedServerStandIn(_Recording):
             top_p=params.get("top_p", 1.0),
             top_k=params.get("top_k", -1),
             stop=tuple(params.get("stop") or ()),
-            seed=params.get("seed"),
+            seed=params["seed"] if params.get("seed") is not None else self._next_seed(),
         )
         gen = await self.policies[version].generate(list(prompt_ids), sampling, request_id)
         ids = list(gen.token_ids)
@@ -166,6 +172,9 @@ class VersionedServerStandIn(_Recording):
         steps = {key: version for key in ("global_steps", "min_global_steps", "max_global_steps")}
         stop = "aborted" if aborted else "completed"
         return TokenOutput(token_ids=ids, log_probs=lps, stop_reason=stop, extra_fields=steps)
+
+    def _next_seed(self) -> int | None:
+        return None if self.seed is None else self.seed + len(self.requests)
 
 
 def verl_config(

@@ -55,7 +55,7 @@ def _token_logprobs(model, ids: list[int], start: int) -> list[float]:
 def test_two_policy_versions_in_one_episode_train_with_each_tokens_own_old_logprobs(policies, tmp_path):
     tokenizer, old, new = policies
     server = VersionedServerStandIn(
-        [HFClient.from_model(old, tokenizer), HFClient.from_model(new, tokenizer)], [UPDATE_AFTER]
+        [HFClient.from_model(old, tokenizer), HFClient.from_model(new, tokenizer)], [UPDATE_AFTER], seed=0
     )
     parquet = export_verl([EnvRequest(id="toolgym/Calculator-v0")], n=1, out=tmp_path)
     config = verl_config(
