@@ -157,6 +157,18 @@ def test_rows_that_cannot_play_here_are_refused_at_draw_time_with_the_reason(sto
         gym.make("toolgym/SWE-v0", tasks=rows[:2], repos=str(root)).reset(seed=0)
 
 
+def test_pytests_progress_marker_listed_as_a_test_is_left_out_and_said(store):
+    # SWE-bench's log parser kept "[100%]" as a PASS_TO_PASS id in two Verified rows (pytest-5262, -7521)
+    root, row = store
+    marked = dict(row, instance_id="marked", PASS_TO_PASS='["tests/test_ops.py::test_mul", "[100%]"]')
+    e = gym.make("toolgym/SWE-v0", tasks=[marked], repos=str(root))
+    e.reset(seed=0)
+    data = e.unwrapped.task.data
+    assert data["pass_to_pass"] == ["tests/test_ops.py::test_mul"]
+    assert data["not_test_ids"] == {"pass_to_pass": ["[100%]"]}
+    e.close()
+
+
 def test_partial_credit_with_reward_fraction(store):
     root, _ = store
     e = gym.make("toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root), reward="fraction")

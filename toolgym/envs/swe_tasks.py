@@ -66,14 +66,25 @@ def _id_list(value: Any, column: str, task_id: str) -> list[str]:
     return list(value)
 
 
+#: pytest's progress marker (``[100%]``), which SWE-bench's log parser kept as a test id in a few published
+#: rows (Verified's pytest-5262 and pytest-7521 list it among PASS_TO_PASS): it names no test
+_PROGRESS_MARKER = re.compile(r"\[\s*\d{1,3}%\]")
+
+
 def row_task(task: Task, repos: str | None, where: str | None) -> Task:
-    """A row's task with SWE-v0's data: lists for the test ids, ``kind``, the store's directory."""
+    """A row's task with SWE-v0's data: lists for the test ids, ``kind``, the store's directory. A listed
+    id that is pytest's progress marker is left out, and named in ``data["not_test_ids"]``."""
     data = dict(task.data)
     for column in ("FAIL_TO_PASS", "PASS_TO_PASS", "fail_to_pass", "pass_to_pass"):
         if column in data:
             data[column.lower()] = _id_list(data.pop(column), column, task.id)
     data.setdefault("fail_to_pass", [])
     data.setdefault("pass_to_pass", [])
+    for column in ("fail_to_pass", "pass_to_pass"):
+        markers = [t for t in data[column] if _PROGRESS_MARKER.fullmatch(t.strip())]
+        if markers:
+            data[column] = [t for t in data[column] if t not in markers]
+            data.setdefault("not_test_ids", {})[column] = markers
     data.update(kind="swebench", instance_id=task.id, repos=repos)
     for needed in ("repo", "base_commit"):
         if not data.get(needed):

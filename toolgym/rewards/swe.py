@@ -33,8 +33,10 @@ beside pytest). What holds by construction:
 - *The key is out of the package's reach.* It lives only in the defaults of an audit hook (``_tg_seal`` in
   ``toolgym.sandbox.judge_driver``) added before any code of the repository can run; the runner's frames and
   objects do not refer to it (it is deleted from them), an audit hook cannot be removed or listed from
-  Python, and the one way to reach its function object, gc's introspection, is refused (below). The runner
-  reports through ``sys.audit``; the hook signs and writes. A forked child's records are dropped.
+  Python, and the ways up to its function object, gc's ``get_objects`` and ``get_referrers``, leave it and
+  its state out of what they return (called around the judge's filter, they are tampering;
+  ``get_referents`` walks down from what its caller holds, and nothing there refers to the hook). The
+  runner reports through ``sys.audit``; the hook signs and writes. A forked child's records are dropped.
 - *A pass needs evidence, never a report.* pytest's reports (``"P"`` records) can only take a pass away:
   any failed phase in any record wins. A listed test passed only when the hook wrote an ``"E"`` record that
   its own function returned: the runner wraps the test function for its call (inside a decorator's
@@ -49,9 +51,10 @@ beside pytest). What holds by construction:
 What is a check (fail closed: the run stops, the verdict is 0 with ``details["tampering"]`` naming it):
 pytest's, pluggy's and unittest's reporting classes and functions compared against their state before the
 repository could run, at every test's evidence (``unittest.TestCase.assertEqual`` made a no-op, a result
-class that swallows failures); and the means of reaching the runner's memory, seen by the hook: gc's
-introspection, other threads' frames, trace and profile functions, ctypes on Python's C API or raw memory,
-functions or code objects made from the test's or the runner's code, and new audit hooks (refused).
+class that swallows failures); and the means of reaching the runner's memory, seen by the hook: gc's own
+``get_objects`` and ``get_referrers`` (not the judge's), other threads' frames, trace and profile functions,
+ctypes on Python's C API or raw memory, functions or code objects made from the test's or the runner's
+code, and new audit hooks (refused).
 
 What no in-process judge closes, and this one does not either: code that walks the interpreter's frames to
 the runner's wrapper during a call, or that rebinds the names a test's own code looks up (the test

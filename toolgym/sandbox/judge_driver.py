@@ -268,37 +268,40 @@ def _tg_pristine(root, files):
             return name == "enable_assertion_pass_hook"
     out = {}
     for rel in _tg_expand(root, files):
-        path = os.path.join(root, rel)
-        if not rel.endswith(".py") or not os.path.isfile(path):
+        if not rel.endswith(".py") or not os.path.isfile(os.path.join(root, rel)):
             continue
-        with open(path, "rb") as fh:
+        with open(os.path.join(root, rel), "rb") as fh:
             source = fh.read()
-        try:
-            variants = [compile(source, path, "exec", dont_inherit=True)]
-        except (SyntaxError, ValueError):
-            continue
-        for config in ((None, PassHook()) if rewrite_asserts else ()):
+        # compiled under each path the file may be imported under: pytest 3.8 to 5.x's rewriter writes the
+        # module's path into the code of every assert (its warning for `assert None`)
+        for path in {os.path.normpath(os.path.join(base, rel)) for base in (root, os.path.realpath(root),
+                                                                             os.getcwd())}:
             try:
-                tree = ast.parse(source, filename=path)
+                variants = [compile(source, path, "exec", dont_inherit=True)]
+            except (SyntaxError, ValueError):
+                break
+            for config in ((None, PassHook()) if rewrite_asserts else ()):
                 try:
-                    rewrite_asserts(tree, source, path, config)
-                except TypeError:  # pytest < 5: no source argument
-                    rewrite_asserts(tree, path, config)
-                variants.append(compile(tree, path, "exec", dont_inherit=True))
-            except Exception:
-                pass
-        for base in {root, os.path.realpath(root), os.getcwd()}:
-            out[os.path.normpath(os.path.join(base, rel))] = tuple(variants)
+                    tree = ast.parse(source, filename=path)
+                    try:
+                        rewrite_asserts(tree, source, path, config)
+                    except TypeError:  # pytest < 5: no source argument
+                        rewrite_asserts(tree, path, config)
+                    variants.append(compile(tree, path, "exec", dont_inherit=True))
+                except Exception:
+                    pass
+            out[path] = tuple(variants)
     return out
 
 def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     # The audit hook that signs and writes every record, and the two functions the runner reports through.
     # What it holds (the key, the channel, the test code it accepts) is bound in its defaults: nothing else
-    # refers to it, and Python offers no way to read or remove an audit hook but gc's introspection, which
-    # it refuses. A record counts only from this process (a fork's are dropped). "P" records (reports) can
-    # only take a pass away; an "E" record (evidence: a listed test's own function returned) is written
-    # only when the hook itself finds that the call came from `called` below, around a function whose code
-    # is the listed test file's (compiled from the file's bytes before the repository could run).
+    # refers to it, and Python offers no way to read or remove an audit hook but gc's introspection, whose
+    # ways up the heap leave it out. A record counts only from this process (a fork's are dropped). "P"
+    # records (reports) can only take a pass away; an "E" record (evidence: a listed test's own function
+    # returned) is written only when the hook itself finds that the call came from `called` below, around a
+    # function whose code is the listed test file's (compiled from the file's bytes before the repository
+    # could run).
     import hashlib, hmac, inspect, json, os, sys, threading, types
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
@@ -334,11 +337,28 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
             if type(const) is types.CodeType:
                 codes_in(const, out)
         return out
+    # gc's two ways up the heap, get_objects and get_referrers, through the hook: what they return leaves
+    # out the hook and its state (the key's holders, below), so a test suite's own leak checks (pytest's
+    # test_teardown_issue1649: no TestCase left in gc.get_objects()) run; gc's own functions called
+    # around these are tampering
+    import gc
+    def get_objects(generation=None, _real=gc.get_objects, _audit=audit):
+        found = _real() if generation is None else _real(generation)
+        _audit("toolgym.judge.unseen", found)
+        return found
+    def get_referrers(*objs, _real=gc.get_referrers, _audit=audit):
+        found = _real(*objs)
+        _audit("toolgym.judge.unseen", found)
+        return found
+    get_objects.__doc__, get_referrers.__doc__ = gc.get_objects.__doc__, gc.get_referrers.__doc__
+    gc.get_objects, gc.get_referrers = get_objects, get_referrers
     ours = {}
     for fn in (_tg_tests, _tg_sealed, _tg_pytest, _tg_unittest, _tg_sympy, _tg_seal, _tg_pristine,
-               _tg_expand, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome, _tg_error_line, wrap):
+               _tg_expand, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome, _tg_error_line, wrap,
+               get_objects, get_referrers):
         codes_in(fn.__code__, ours)
     emitters = frozenset(id(c) for c in ours.values() if c.co_name in ("called", "awaited"))
+    walkers = frozenset(id(c) for c in ours.values() if c.co_name in ("get_objects", "get_referrers"))
     # the reporting path as it is before the repository can run: changed later, it is named as tampering
     snapshot = []
     for holder in guarded:
@@ -347,18 +367,24 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
             isinstance(v, (types.FunctionType, type, classmethod, staticmethod, property))
             or callable(v))}))
     snapshot = tuple(snapshot)
+    # gc.get_referents is not watched: it walks down from objects the caller holds, which attribute access
+    # reaches too, and nothing the heap walks down from refers to the hook (get_objects and get_referrers,
+    # which reach up, leave out the hook and whatever refers to it: the interpreter's list of audit hooks);
+    # pandas calls it on every chained assignment check
     watched = frozenset({
-        "toolgym.judge", "toolgym.judge.ran", "exec", "code.__new__", "function.__new__",
-        "object.__setattr__", "object.__delattr__", "gc.get_objects", "gc.get_referrers",
-        "gc.get_referents", "sys._current_frames", "sys.settrace", "sys.setprofile", "ctypes.dlsym",
+        "toolgym.judge", "toolgym.judge.ran", "toolgym.judge.unseen", "exec", "code.__new__",
+        "function.__new__", "object.__setattr__", "object.__delattr__", "gc.get_objects", "gc.get_referrers",
+        "sys._current_frames", "sys.settrace", "sys.setprofile", "ctypes.dlsym",
         "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "sys.addaudithook", "socket.__new__",
         "socket.getaddrinfo"})
     busy = set()
     genuine = {}
     told = [] if not network else [True]  # (an inet socket on a sandbox without a network: said once)
     looked = set()  # the host names looked up beyond the machine (a test that needs a real network)
+    private = set()  # the ids of the hook, its defaults and its mutable state: what gc's walks leave out
     def hook(event, args, _watched=watched, _busy=busy, _genuine=genuine, _pristine=pristine, _told=told,
-             _looked=looked,
+             _looked=looked, _private=private, _walkers=walkers, _referents=gc.get_referents, _list=list,
+             _any=any,
              _emitters=emitters, _ours=frozenset(ours), _snapshot=snapshot, _key=key, _fd=fd,
              _pid=os.getpid(), _getpid=os.getpid, _ident=threading.get_ident, _write=os.write,
              _exit=os._exit, _getframe=sys._getframe, _new=hmac.new, _sha=hashlib.sha256,
@@ -426,6 +452,14 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                             _codes_in(code, _genuine)
                         else:
                             fatal = "the code run as " + code.co_filename + " is not that file's"
+            elif event == "toolgym.judge.unseen":
+                found = args[0] if _len(args) == 1 else None
+                if _type(found) is _list:
+                    found[:] = [o for o in found if _id(o) not in _private and not _any(
+                        _id(r) in _private for r in _referents(o))]
+            elif event in ("gc.get_objects", "gc.get_referrers"):
+                if _id(_getframe(1).f_code) not in _walkers:
+                    fatal = event + " (a way into the runner's memory)"
             elif event == "socket.__new__":
                 if not _told and _len(args) > 1 and args[1] in (2, 10):
                     _told.append(True)
@@ -457,9 +491,11 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                         fatal = event + " (a trace function can rewrite the runner's frames)"
             elif event == "ctypes.dlsym":
                 name = args[1] if _len(args) > 1 else None
-                if _type(name) is _str and (_startswith(name, "Py") or _startswith(name, "_Py")):
+                # (PyCapsule_*: capsules hold C pointers, not objects; dill looks them up at import)
+                if _type(name) is _str and (_startswith(name, "Py") or _startswith(name, "_Py")) and not (
+                        _startswith(name, "PyCapsule_")):
                     fatal = "ctypes reaching Python's C API (" + name + ")"
-            else:  # gc's introspection, other threads' frames, ctypes reading or writing memory
+            else:  # other threads' frames, ctypes reading or writing memory
                 fatal = event + " (a way into the runner's memory)"
             if fatal is not None:
                 kind, body = b"E", _dumps({"tampering": fatal})
@@ -473,6 +509,9 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 _exit(70)
         finally:
             _busy.discard(tid)
+    private.update(id(o) for o in (
+        hook, hook.__defaults__, busy, genuine, told, looked, pristine, snapshot, private, *snapshot,
+        *(names for _, names in snapshot)))
     sys.addaudithook(hook)
     return report, wrap
 
