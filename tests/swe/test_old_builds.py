@@ -1,8 +1,9 @@
 """What old repositories need from `toolgym swe envs build`, on repositories the tests write: a setuptools
 with `pkg_resources` and `setuptools.dep_util`, the legacy editable install where the build backend has no
-`build_editable`, the `pre_install` steps that edit the repository (and only those), a conda-only package in
-`environment.yml`, pytest as the repository under test, `--exclude-newer` with pinned recipes, and a clone
-missing objects. The builds take PyPI's packages (setuptools<70, iniconfig, pytest and its dependencies)."""
+`build_editable`, the `pre_install` steps that edit the repository (and only those), a conda-only package
+in `environment.yml`, pytest as the repository under test, a base commit that declares a dependency its
+setup commit does not, `--exclude-newer` with pinned recipes, and a clone missing objects. The builds take
+PyPI's packages (setuptools<70, iniconfig, pytest and its dependencies)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,12 @@ AREA = "def rectangle(w, h):\n    return w * h\n"
 TESTS = "from oldpkg.area import rectangle\n\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n"
 
 
-def _row(store: Path, name: str, files: dict[str, str], config: dict, **extra) -> dict:
+def _row(
+    store: Path, name: str, files: dict[str, str], config: dict, base_files: dict | None = None, **extra
+) -> dict:
     """A clone ``acme__<name>``: ``files`` at the setup commit, a base commit whose ``oldpkg/area.py`` adds
-    instead of multiplying (where it has one), and the row with ``config`` as its recipe."""
+    instead of multiplying (where it has one) and that writes ``base_files``, and the row with ``config``
+    as its recipe."""
     repo = store / f"acme__{name}"
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -51,6 +55,8 @@ def _row(store: Path, name: str, files: dict[str, str], config: dict, **extra) -
     patch = test_patch = ""
     if "oldpkg/area.py" in files:
         (repo / "oldpkg/area.py").write_text(AREA.replace("w * h", "w + h"))
+        for rel, text in (base_files or {}).items():
+            (repo / rel).write_text(text)
         _git(repo, "commit", "-qam", "a refactor")
         (repo / "oldpkg/area.py").write_text(AREA)
         patch = _git(repo, "diff") + "\n"
@@ -123,12 +129,25 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         },
         {"install": "python -m pip install -e ."},
     )
+    # a base commit that declares a dependency its setup commit did not (SWE-bench installs the repository
+    # at each row's base commit): pytest 4.6/5.0's bases and their unconditional importlib-metadata
+    plain = "from setuptools import setup\n\nsetup(name='oldpkg', version='1.0', packages=['oldpkg']"
+    base_deps = _row(
+        store,
+        "basedeps",
+        {"setup.py": plain + ")\n", "oldpkg/__init__.py": "", "oldpkg/area.py": AREA},
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+        base_files={
+            "setup.py": plain + ", install_requires=['six'])\n",
+            "oldpkg/__init__.py": "import six\n",
+        },
+    )
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
     dated["created_at"] = "2023-06-01T00:00:00Z"
-    rows = [legacy, conda, under_test, dated]
-    for row in rows[:3]:
+    rows = [legacy, conda, under_test, base_deps, dated]
+    for row in rows[:4]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
@@ -197,6 +216,25 @@ def test_a_conda_only_package_is_listed_as_not_installed_and_the_rest_resolves(b
     manifest = built["manifests"]["acme/conda"]
     assert manifest["not_installed"] == ["python=3.11", "cdms2 (conda only: not in the package index)"]
     assert _pin(manifest, "iniconfig") and _pin(manifest, "pytest") == PYTEST_PIN
+
+
+def test_a_base_commits_own_dependencies_are_installed_beside_the_setup_commits(built):
+    manifest = built["manifests"]["acme/basedeps"]
+    ((base, added),) = manifest["base_requirements"].items()
+    assert [package for package in added if package.startswith("six==")] == added, added
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
+            env.reset(options={"task_id": "acme__basedeps-1"})  # oldpkg imports six at the base commit
+            assert env.unwrapped.task.data["base_commit"] == base
+            for action in script_texts(env, policy(env.unwrapped.task)):
+                _, got, _, _, info = env.step(action)
+            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
+    finally:
+        env.close()
 
 
 def test_the_repository_under_test_may_be_pytest_itself(built):

@@ -105,6 +105,13 @@ SETUPTOOLS_DATE_WHY = (
 )
 #: how many packages a build under ``--exclude-newer`` may exempt from the date before it gives up
 MAX_DATE_EXEMPTIONS = 40
+#: the files where a project declares what it depends on: a row's base commit that changed one of them
+#: against the setup commit may need a distribution the environment lacks (SWE-bench's harness installs the
+#: repository at each row's base commit; pylint-4661's base needs appdirs, pytest 4.6/5.0's bases an
+#: unconditional importlib-metadata)
+DEPENDENCY_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
+#: a line of ``uv pip install --dry-run``'s plan: `` + name==version`` (or `` - ``), maybe `` (from ...)``
+_PLANNED = re.compile(r"^\s*([+-])\s+([A-Za-z0-9._-]+)==(\S+)(\s+\(from .*\))?\s*$")
 
 
 class EnvironmentMissing(RepoUnavailable):
@@ -653,6 +660,8 @@ class EnvironmentStore:
                 uv_install("rebuild", ["setuptools"])
             rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
 
+        added = self._base_requirements(entry, src, log, uv, python, uv_extra, run_env, timeout)
+
         runner = self._runner(recipe, src, log)
         # asked with the checkout as the workspace: the repository under test may be pytest itself
         probe = subprocess.run(
@@ -695,6 +704,7 @@ class EnvironmentStore:
             "compiled": compiled,
             "rebuild": list(rebuild) if rebuild else None,
             "base_overlays": rebuilt,
+            "base_requirements": added,
             "build_s": round(time.monotonic() - started, 1),
             "size_bytes": _dir_size(tmp),
             "log": "build.log",
@@ -769,6 +779,53 @@ class EnvironmentStore:
             setup = ["-c", "from setuptools import setup; setup()"]
         log.run("install", [python, *setup, "develop", "--no-deps"], cwd=project, env=env, timeout=timeout)
         return "setup.py develop: the build backend has no build_editable (PEP 660), as pip falls back to"
+
+    @staticmethod
+    def _base_requirements(
+        entry: EnvPlan,
+        src: Path,
+        log: _Log,
+        uv: str,
+        python: str,
+        uv_extra: Sequence[str],
+        env: Mapping[str, str],
+        timeout: float,
+    ) -> dict[str, list[str]]:
+        """What each base commit that declares its dependencies otherwise than the setup commit needs and
+        the environment lacks: ``uv pip install --dry-run`` of the tree at that commit, against the
+        environment as built, then the distributions it would add (never the project, never a change to
+        one installed) installed. ``{base commit: ["name==version", ...]}``, only where something was."""
+        added: dict[str, list[str]] = {}
+        for base in sorted(entry.bases - {entry.commit}):
+            try:
+                changed = git(["diff", "--name-only", entry.commit, base, "--", *DEPENDENCY_FILES], src)
+            except RepoUnavailable as exc:
+                raise BuildFailed("base requirements", f"base commit {base}: {exc}", log.path) from None
+            if not changed.strip():
+                continue
+            log.step(f"requirements at {base[:12]}")
+            git(["checkout", "--quiet", "--force", "--detach", base], src)
+            try:
+                argv = [uv, "pip", "install", "--dry-run", "--python", python, *uv_extra, str(src)]
+                log.run("base requirements", argv, cwd=src, env=env, timeout=timeout)
+            except BuildFailed:
+                # the tree at this commit does not resolve here: the rows still play with what is installed
+                log.fh.write(f"base commit {base}: its requirements do not resolve here; left as built\n")
+                continue
+            finally:
+                git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
+            plan = [m.groups() for m in map(_PLANNED.match, log.last_output.splitlines()) if m]
+            removed = {package_name(name) for sign, name, _, _ in plan if sign == "-"}
+            new = sorted(
+                f"{name}=={version}"
+                for sign, name, version, source in plan
+                if sign == "+" and not source and package_name(name) not in removed
+            )
+            if new:
+                log.run("base requirements", [uv, "pip", "install", "--python", python, *uv_extra, *new],
+                        cwd=src, env=env, timeout=timeout)  # fmt: skip
+                added[base] = new
+        return added
 
     def _base_overlays(
         self,
