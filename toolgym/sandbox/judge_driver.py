@@ -263,6 +263,10 @@ def _tg_pristine(root, files):
         from _pytest.assertion.rewrite import rewrite_asserts
     except ImportError:
         rewrite_asserts = None
+    try:
+        from py.path import local
+    except ImportError:
+        local = None
     class PassHook:
         def getini(self, name):
             return name == "enable_assertion_pass_hook"
@@ -280,16 +284,20 @@ def _tg_pristine(root, files):
                 variants = [compile(source, path, "exec", dont_inherit=True)]
             except (SyntaxError, ValueError):
                 break
+            # (the path as a str, and as the py.path.local that pytest 3.8 to 5.1 hand it, whose repr it
+            # writes; pytest < 5 takes no source argument)
             for config in ((None, PassHook()) if rewrite_asserts else ()):
-                try:
-                    tree = ast.parse(source, filename=path)
-                    try:
-                        rewrite_asserts(tree, source, path, config)
-                    except TypeError:  # pytest < 5: no source argument
-                        rewrite_asserts(tree, path, config)
-                    variants.append(compile(tree, path, "exec", dont_inherit=True))
-                except Exception:
-                    pass
+                for where in (path, *((local(path),) if local else ())):
+                    for args in ((source, where, config), (where, config)):
+                        try:
+                            tree = ast.parse(source, filename=path)
+                            rewrite_asserts(tree, *args)
+                        except TypeError:
+                            continue
+                        except Exception:
+                            break
+                        variants.append(compile(tree, path, "exec", dont_inherit=True))
+                        break
             out[path] = tuple(variants)
     return out
 
@@ -302,13 +310,16 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     # returned) is written only when the hook itself finds that the call came from `called` below, around a
     # function whose code is the listed test file's (compiled from the file's bytes before the repository
     # could run).
-    import hashlib, hmac, inspect, json, os, sys, threading, types
+    import functools, hashlib, hmac, inspect, json, os, sys, threading, types
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
         _audit("toolgym.judge", _dumps(record))
-    def wrap(target, nodeid, path=None, name=None, _audit=audit, _iscoroutine=inspect.iscoroutine):
+    def wrap(target, nodeid, path=None, name=None, _audit=audit, _iscoroutine=inspect.iscoroutine,
+             _update=functools.update_wrapper):
         # nodeid: the id the evidence is written under; path and name: the file and function the test's
-        # code must be (a pytest node id's own, unless the runner says: a unittest case's module file)
+        # code must be (a pytest node id's own, unless the runner says: a unittest case's module file).
+        # The wrapper looks like the test's function (its name, docstring, attributes, signature): a test
+        # sees its own as request.function (pytest's pytester names the files it writes by its __name__)
         if path is None:
             path, _, rest = nodeid.partition("::")
             name = rest.split("[")[0].split("::")[-1]
@@ -330,6 +341,10 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 return awaited(result, target, nodeid, path, name)
             _audit("toolgym.judge.ran", True)
             return result
+        try:
+            _update(called, target)
+        except (AttributeError, TypeError):
+            pass
         return called
     def codes_in(code, out):
         out[id(code)] = code

@@ -17,7 +17,11 @@ from typing import Any
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 FIXED = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = "from calc.ops import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
-TESTS_AFTER = TESTS + "\n\ndef test_add():\n    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n"
+#: (test_add sees its own function as request.function, as pytest's pytester does, whatever the judge wraps)
+TESTS_AFTER = TESTS + (
+    "\n\ndef test_add(request):\n    assert request.function.__name__ == 'test_add'\n"
+    "    assert add(2, 3) == 5\n    assert add(-1, 1) == 0\n"
+)
 TESTS_AFTER = TESTS_AFTER.replace("import mul", "import add, mul")
 #: the same tests as a unittest.TestCase (``sample_row(style="unittest")``), as Django and older suites do
 UNITTEST_TESTS = (
