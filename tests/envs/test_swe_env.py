@@ -157,15 +157,20 @@ def test_rows_that_cannot_play_here_are_refused_at_draw_time_with_the_reason(sto
         gym.make("toolgym/SWE-v0", tasks=rows[:2], repos=str(root)).reset(seed=0)
 
 
-def test_pytests_progress_marker_listed_as_a_test_is_left_out_and_said(store):
-    # SWE-bench's log parser kept "[100%]" as a PASS_TO_PASS id in two Verified rows (pytest-5262, -7521)
+def test_ids_that_name_no_test_of_the_repository_are_left_out_and_said(store):
+    # SWE-bench's log parser kept pytest's progress marker "[100%]" as a PASS_TO_PASS id in two Verified rows
+    # (pytest-5262, -7521), and an inner session's test in a file the repository does not have (pytest-7521's
+    # test_capsysbinary.py::test_hello, written by its test in a temporary directory)
     root, row = store
-    marked = dict(row, instance_id="marked", PASS_TO_PASS='["tests/test_ops.py::test_mul", "[100%]"]')
+    listed = ["tests/test_ops.py::test_mul", "[100%]", "test_capsysbinary.py::test_hello"]
+    marked = dict(row, instance_id="marked", PASS_TO_PASS=json.dumps(listed))
     e = gym.make("toolgym/SWE-v0", tasks=[marked], repos=str(root))
     e.reset(seed=0)
     data = e.unwrapped.task.data
     assert data["pass_to_pass"] == ["tests/test_ops.py::test_mul"]
-    assert data["not_test_ids"] == {"pass_to_pass": ["[100%]"]}
+    assert data["not_test_ids"] == {"pass_to_pass": ["[100%]", "test_capsysbinary.py::test_hello"]}
+    reward, verdict, _ = play(e, swe_oracle(e.unwrapped.task))
+    assert (reward, verdict.error) == (1.0, None), verdict
     e.close()
 
 

@@ -23,9 +23,11 @@ row is wrong): ``sample`` draws another and warns once per row, ``get`` raises `
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
+import tarfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -73,7 +75,8 @@ _PROGRESS_MARKER = re.compile(r"\[\s*\d{1,3}%\]")
 
 def row_task(task: Task, repos: str | None, where: str | None) -> Task:
     """A row's task with SWE-v0's data: lists for the test ids, ``kind``, the store's directory. A listed
-    id that is pytest's progress marker is left out, and named in ``data["not_test_ids"]``."""
+    id that is pytest's progress marker is left out, and named in ``data["not_test_ids"]``
+    (``_without_absent_files`` leaves out the ids of files the repository does not have)."""
     data = dict(task.data)
     for column in ("FAIL_TO_PASS", "PASS_TO_PASS", "fail_to_pass", "pass_to_pass"):
         if column in data:
@@ -90,6 +93,28 @@ def row_task(task: Task, repos: str | None, where: str | None) -> Task:
         if not data.get(needed):
             raise TaskRefused(f"{task.id}: the row has no {needed}")
     return task.model_copy(update={"prompt": instruction(task.prompt, where), "data": data, "answer": "done"})
+
+
+def _without_absent_files(task: Task, workspaces: SWEWorkspaces) -> Task:
+    """The task without the PASS_TO_PASS node ids whose file the repository does not have, base, tests and
+    gold patch together (named in ``data["not_test_ids"]``): SWE-bench's log parser also read the summary
+    lines of the inner pytest sessions that pytest's own tests run (pytest-7521 lists
+    ``test_capsysbinary.py::test_hello``, a file its test writes in a temporary directory). Such an id
+    passes in no run, and pytest given a missing file runs nothing."""
+    listed = [t for t in task.data["pass_to_pass"] if _NODE_ID.match(t) and t.split("::")[0].endswith(".py")]
+    if not listed:
+        return task
+    changed = {**workspaces.test_files(task), **workspaces.gold_files(task)}
+    with tarfile.open(fileobj=io.BytesIO(workspaces.archive(task))) as tar:
+        present = {p for p in tar.getnames() if changed.get(p, b"") is not None}
+    present |= {p for p, data in changed.items() if data is not None}
+    absent = [t for t in listed if t.split("::")[0] not in present]
+    if not absent:
+        return task
+    data = dict(task.data, pass_to_pass=[t for t in task.data["pass_to_pass"] if t not in absent])
+    data["not_test_ids"] = {**data.get("not_test_ids", {})}
+    data["not_test_ids"]["pass_to_pass"] = [*data["not_test_ids"].get("pass_to_pass", []), *absent]
+    return task.model_copy(update={"data": data})
 
 
 def _not_pytest(ids: Sequence[str]) -> list[str]:
@@ -134,6 +159,7 @@ class SWERows(FiniteSource):
             if not task.data["fail_to_pass"]:
                 raise TaskRefused("it lists no FAIL_TO_PASS test")
             self.workspaces.check(task)
+            task = _without_absent_files(task, self.workspaces)
             why = self._validate(task) if self._validate is not None else None
             if why:
                 raise TaskRefused(why)
