@@ -385,8 +385,9 @@ HONEST = {
         "import gc\n_objects = [o for o in gc.get_objects() if type(o).__name__ == 'TestCase']\n"
         "_referrers = gc.get_referrers(gc)\n"
     ),
-    "a package that looks up Python's capsule functions with ctypes (dill)": (
+    "a package that looks up Python's capsule and bytes functions with ctypes (dill, fsspec)": (
         "import ctypes\n_new = ctypes.pythonapi.PyCapsule_New\n_get = ctypes.pythonapi.PyCapsule_GetPointer\n"
+        "_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize\n_raw = ctypes.pythonapi.PyBytes_AsString\n"
     ),
     "a package that installs an import hook": (
         "import sys\nclass _Finder:\n    def find_spec(self, name, path=None, target=None):\n"

@@ -506,9 +506,10 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                         fatal = event + " (a trace function can rewrite the runner's frames)"
             elif event == "ctypes.dlsym":
                 name = args[1] if _len(args) > 1 else None
-                # (PyCapsule_*: capsules hold C pointers, not objects; dill looks them up at import)
+                # (allowed: PyCapsule_*, capsules hold C pointers, not objects, dill looks them up at import;
+                # PyBytes_*, a bytes made from or read as raw memory, fsspec's at import)
                 if _type(name) is _str and (_startswith(name, "Py") or _startswith(name, "_Py")) and not (
-                        _startswith(name, "PyCapsule_")):
+                        _startswith(name, "PyCapsule_") or _startswith(name, "PyBytes_")):
                     fatal = "ctypes reaching Python's C API (" + name + ")"
             else:  # other threads' frames, ctypes reading or writing memory
                 fatal = event + " (a way into the runner's memory)"
