@@ -91,9 +91,18 @@ def test_requirements_are_read_from_the_checkout_with_includes_and_replacements(
     assert rel == "reqs/dev.txt" and lines == ["attrs>=20", "types-setuptools", "pytest"]
     assert replace_packages(["types-pkg_resources==0.1"]) == ["types-setuptools"]
     pip, skipped = split_conda(
-        ["python=3.9", "numpy=1.21", "scipy>=1.5", "conda-forge::cython", "c-compiler"]
+        [
+            "python=3.9",
+            "numpy=1.21",
+            "scipy>=1.5",
+            "conda-forge::cython",
+            "c-compiler",
+            "iris",
+            "pytables=3.6",
+        ]
     )
-    assert pip == ["numpy==1.21.*", "scipy>=1.5", "cython"] and skipped == ["python=3.9", "c-compiler"]
+    assert pip == ["numpy==1.21.*", "scipy>=1.5", "cython", "scitools-iris", "tables==3.6.*"]
+    assert skipped == ["python=3.9", "c-compiler"]
 
 
 def test_an_id_cut_at_its_first_space_stands_for_the_tests_it_names():

@@ -132,9 +132,26 @@ def _expand(path: Path, src: Path, seen: set[Path]) -> list[str]:
     return out
 
 
+#: conda-forge names whose PyPI distribution is named otherwise: on PyPI, ``iris`` is another project (its
+#: import raises, pointing at ``irisapi``), which stopped every xarray row of 2022 at collection
+CONDA_NAMES_ON_PYPI = {
+    "iris": "scitools-iris",
+    "pytables": "tables",
+    "python-graphviz": "graphviz",
+    "matplotlib-base": "matplotlib",
+    "dask-core": "dask",
+    "msgpack-python": "msgpack",
+    "pytorch": "torch",
+}
+
+
 def _conda_to_pip(spec: str) -> str:
-    """``numpy=1.19`` -> ``numpy==1.19.*``; ``numpy>=1.2`` and ``numpy==1.2`` stay; a channel prefix goes."""
+    """``numpy=1.19`` -> ``numpy==1.19.*``; ``numpy>=1.2`` and ``numpy==1.2`` stay; a channel prefix goes;
+    a name PyPI spells otherwise is renamed (``CONDA_NAMES_ON_PYPI``)."""
     spec = spec.split("::")[-1].strip()
+    name = _name(spec)
+    if name in CONDA_NAMES_ON_PYPI:
+        spec = CONDA_NAMES_ON_PYPI[name] + spec[len(name) :]
     match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*=\s*([^=<>!~\s]+)(?:=\S+)?", spec)
     if match:
         version = match[2]
