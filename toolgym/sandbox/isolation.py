@@ -81,7 +81,7 @@ import errno
 import json
 import os
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from toolgym.sandbox import _linux as lx
 from toolgym.sandbox import landlock
@@ -342,17 +342,15 @@ def _plan_landlock(plan: ServerPlan, extra_paths: Sequence[str]) -> None:
 # ---------------------------------------------------------------- server preparation
 
 
-def _loopback_unavailable() -> str | None:
-    """None if a child here can enter a loopback network of its own (tried in a throwaway child), else why."""
+def _in_throwaway_child(work: Callable[[], bytes]) -> tuple[bytes, int]:
+    """``work()`` run in a forked child that exits at once after: (what it returned, its wait status). The
+    server's own process keeps nothing the work imports or changes (a namespace entered, a module loaded)."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:  # pragma: no cover - the trying child
+    if pid == 0:  # pragma: no cover - the throwaway child
         try:
             os.close(r)
-            try:
-                enter_loopback_network()
-            except OSError as exc:
-                os.write(w, f"a network namespace with lo up: {exc.strerror or exc}".encode())
+            os.write(w, work())
         finally:
             os._exit(0)
     os.close(w)
@@ -361,6 +359,20 @@ def _loopback_unavailable() -> str | None:
         data += chunk
     os.close(r)
     _, status = os.waitpid(pid, 0)
+    return data, status
+
+
+def _loopback_unavailable() -> str | None:
+    """None if a child here can enter a loopback network of its own (tried in a throwaway child), else why."""
+
+    def attempt() -> bytes:
+        try:
+            enter_loopback_network()
+        except OSError as exc:
+            return f"a network namespace with lo up: {exc.strerror or exc}".encode()
+        return b""
+
+    data, status = _in_throwaway_child(attempt)
     if status != 0:
         return f"the child trying it died (wait status {status})"
     return data.decode(errors="replace") or None
@@ -374,29 +386,21 @@ def _compile_seccomp_elsewhere(
     pyseccomp imports ctypes.util, which imports subprocess and threading; threading's after-fork hook
     would then run in every child the server forks. Compiling in a child keeps all of that out.
     """
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the compiler child
-        try:
-            from toolgym.sandbox.seccomp import build_filter_bpf, seccomp_unavailable_reason
 
-            reason = seccomp_unavailable_reason()
-            out: dict = {"reason": reason, "bpf": "", "unknown": []}
-            if reason is None:
-                try:
-                    bpf, out["unknown"] = build_filter_bpf(for_privileged_server, inet_sockets)
-                    out["bpf"] = bpf.hex()
-                except OSError as exc:
-                    out["reason"] = f"building the filter failed: {exc}"
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    data = b""
-    while chunk := os.read(r, 1 << 16):
-        data += chunk
-    os.close(r)
-    os.waitpid(pid, 0)
+    def compile_filter() -> bytes:
+        from toolgym.sandbox.seccomp import build_filter_bpf, seccomp_unavailable_reason
+
+        reason = seccomp_unavailable_reason()
+        out: dict = {"reason": reason, "bpf": "", "unknown": []}
+        if reason is None:
+            try:
+                bpf, out["unknown"] = build_filter_bpf(for_privileged_server, inet_sockets)
+                out["bpf"] = bpf.hex()
+            except OSError as exc:
+                out["reason"] = f"building the filter failed: {exc}"
+        return json.dumps(out).encode()
+
+    data, _ = _in_throwaway_child(compile_filter)
     try:
         out = json.loads(data)
     except ValueError:

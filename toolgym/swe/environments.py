@@ -381,6 +381,20 @@ def site_packages(venv: Path) -> Path:
     return found[0]
 
 
+def _bases_changing(entry: EnvPlan, src: Path, log: _Log, step: str, pathspecs: Sequence[str]) -> list[str]:
+    """The plan's base commits (other than its setup commit), in order, where a file ``pathspecs`` names
+    differs from the setup commit's."""
+    out = []
+    for base in sorted(entry.bases - {entry.commit}):
+        try:
+            changed = git(["diff", "--name-only", entry.commit, base, "--", *pathspecs], src)
+        except RepoUnavailable as exc:
+            raise BuildFailed(step, f"base commit {base}: {exc}", log.path) from None
+        if changed.strip():
+            out.append(base)
+    return out
+
+
 class EnvironmentStore:
     """The built environments under ``root`` (module docstring): look-ups for SWE-v0, builds for the CLI."""
 
@@ -796,13 +810,7 @@ class EnvironmentStore:
         environment as built, then the distributions it would add (never the project, never a change to
         one installed) installed. ``{base commit: ["name==version", ...]}``, only where something was."""
         added: dict[str, list[str]] = {}
-        for base in sorted(entry.bases - {entry.commit}):
-            try:
-                changed = git(["diff", "--name-only", entry.commit, base, "--", *DEPENDENCY_FILES], src)
-            except RepoUnavailable as exc:
-                raise BuildFailed("base requirements", f"base commit {base}: {exc}", log.path) from None
-            if not changed.strip():
-                continue
+        for base in _bases_changing(entry, src, log, "base requirements", DEPENDENCY_FILES):
             log.step(f"requirements at {base[:12]}")
             git(["checkout", "--quiet", "--force", "--detach", base], src)
             try:
@@ -840,16 +848,7 @@ class EnvironmentStore:
         """Compiled parts per base commit whose compiled sources differ from the setup commit's: rebuilt at
         that commit once, packed as ``overlays/<commit>.tar`` (an episode starts with what it compiles to)."""
         done = []
-        for base in sorted(entry.bases - {entry.commit}):
-            try:
-                changed = git(
-                    ["diff", "--name-only", entry.commit, base, "--", *(f"*{e}" for e in COMPILED_SOURCES)],
-                    src,
-                )
-            except RepoUnavailable as exc:
-                raise BuildFailed("overlay", f"base commit {base}: {exc}", log.path) from None
-            if not changed.strip():
-                continue
+        for base in _bases_changing(entry, src, log, "overlay", [f"*{e}" for e in COMPILED_SOURCES]):
             log.step(f"overlay at {base[:12]}")
             # --force: the pre_install edits of tracked files (the install's, done) give way to the base's
             git(["checkout", "--quiet", "--force", "--detach", base], src)
