@@ -75,8 +75,12 @@ bench: $(STAMP)
 # installed: tests of an extra that is not installed skip, naming it (TOOLGYM_CORE_ONLY=1). The reruns of
 # whole suites under simulated setups (marked main_suite_only: tests/sandbox/test_setups.py says why) run
 # once, in `make test`.
+# CORE_WORKERS pytest-xdist workers, each file whole on one (as in `make test`): .ci/run runs one core suite
+# alone on the two cores, where a single process used one (the suite is CPU-bound: 357 s of CPU in 399 s)
+CORE_WORKERS ?= 2
 test-core: core-venv
-	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q -m "not main_suite_only" $(CORE_TESTS)
+	TOOLGYM_CORE_ONLY=1 $(CORE_VENV)/bin/python -m pytest -q -n $(CORE_WORKERS) --dist loadgroup --durations=20 \
+	  -m "not main_suite_only" $(CORE_TESTS)
 
 # the core suite's venv for PYTHON: toolgym with only the test extra (.ci/run builds these while the main
 # suite runs)
