@@ -29,7 +29,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
 INSTALL_INPUTS := pyproject.toml requirements.lock scripts/install.py Makefile examples/plugin-package/pyproject.toml
-# the core suite: what `pip install toolgym` (no extras) must pass, run on each other Python by .ci/run
+# the core suite: what `pip install toolgym` (no extras) must pass, run on Python 3.13 by .ci/run
 CORE_TESTS := tests/core tests/util tests/envs tests/tools tests/sandbox tests/rewards tests/parsers tests/security tests/search \
               tests/sql
 CORE_VENV  = .venv-core-$(notdir $(PYTHON))
