@@ -218,11 +218,13 @@ def test_pathological_answers_return_within_the_bound(answer):
     assert not verdict.passed and verdict.reward == 0.0
     if verdict.error is None:  # finished in time: an ordinary (wrong) judgement
         assert verdict.details["method"] == "math-verify"
-    elif "killed" in verdict.error:  # stuck in C past the 1 s passed down: that worker was killed, is gone
-        assert verdict.error == "math-verify: timed out after 1s (the worker was killed)"
+    elif (
+        "killed" in verdict.error
+    ):  # stuck in C past the 1 s of CPU passed down: that worker was killed, is gone
+        assert verdict.error == "math-verify: timed out after 1s of CPU time (the worker was killed)"
         assert pool.stats["killed"] == killed + 1 and sum(map(_gone, workers)) == 1
     else:  # the soft alarm at 0.8 x the 1 s passed down stopped it; that worker is retired, not reused
-        assert verdict.error == "math-verify: timed out after 0.8s"
+        assert verdict.error == "math-verify: timed out after 0.8s of CPU time"
         assert pool.stats["killed"] == killed and pool.stats["retired"] == retired + 1
         assert wait_until(lambda: sum(map(_gone, workers)) == 1)
 

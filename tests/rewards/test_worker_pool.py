@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -223,3 +225,55 @@ def test_a_warmup_runs_once_in_each_worker_before_it_is_ready():
         assert pool.wait_ready(30) and pool.call(0, timeout=5) > 0
     finally:
         pool.close()
+
+
+def test_on_the_cpu_clock_a_worker_kept_off_the_cpu_is_not_timed_out_and_on_the_wall_clock_it_is(
+    pool_factory,
+):
+    """A loaded machine, made certain: the worker is stopped (SIGSTOP) for twice its call's bound in the
+    middle of 0.3 s of work. Counting its CPU time, the call returns its result; counting the wall clock (the
+    pool's default), the same call is a timeout. (math-verify's pool counts CPU time: its verdicts must not
+    depend on the load.)"""
+
+    def stopped_for_a_while(pool: WorkerPool) -> float:
+        (worker,) = pool._idle
+        result: list = []
+        caller = threading.Thread(target=lambda: result.append(_outcome(pool, 0.3, 1.0)))
+        caller.start()
+        time.sleep(0.1)
+        os.kill(worker.proc.pid, signal.SIGSTOP)
+        time.sleep(2.0)
+        with contextlib.suppress(ProcessLookupError):  # on the wall clock its caller killed it meanwhile
+            os.kill(worker.proc.pid, signal.SIGCONT)
+        caller.join()
+        return result[0]
+
+    assert stopped_for_a_while(pool_factory("cpu_work", clock="cpu")) == 0.3
+    timed_out = stopped_for_a_while(pool_factory("cpu_work"))
+    assert isinstance(timed_out, WorkerTimeout), timed_out
+
+
+def _outcome(pool: WorkerPool, payload, timeout: float):
+    try:
+        return pool.call(payload, timeout=timeout)
+    except WorkerTimeout as exc:
+        return exc
+
+
+def test_on_the_cpu_clock_work_past_the_bound_times_out_in_python_and_in_c(pool_factory):
+    spinning = pool_factory("cpu_work", clock="cpu")
+    with pytest.raises(WorkerTimeout, match=r"^timed out after 0\.8s of CPU time$"):
+        spinning.call(30.0, timeout=1.0)
+    assert spinning.stats["soft_timeouts"] == 1
+    stuck = pool_factory("spin_in_c", clock="cpu")
+    with pytest.raises(WorkerTimeout, match=r"^timed out after 1s of CPU time \(the worker was killed\)$"):
+        stuck.call(10**9, timeout=1.0)
+    assert stuck.stats["killed"] == 1
+
+
+def test_on_the_cpu_clock_a_call_that_only_waits_is_ended_on_the_wall_clock(pool_factory):
+    pool = pool_factory("sleep", clock="cpu")
+    with pytest.raises(WorkerTimeout, match=r"^timed out after 2s on the wall clock, using little CPU$"):
+        pool.call(600.0, timeout=0.25)  # soft: 0.2 s of CPU, or 10 x that on the wall clock
+    with pytest.raises(ValueError, match="clock must be one of"):
+        WorkerPool(f"{TARGETS}:echo", clock="gpu")

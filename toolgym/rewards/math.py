@@ -66,8 +66,12 @@ def math_pool() -> WorkerPool:
             size = int(os.environ.get("TOOLGYM_MATH_WORKERS") or min(4, os.cpu_count() or 1))
             # each worker parses some LaTeX while it starts: the first parse builds ANTLR's DFA (hundreds of
             # ms), which would otherwise count against the first call's deadline
+            # clock="cpu": the bound counts sympy's work, not the time a loaded machine keeps it waiting
             _pool = WorkerPool(
-                _WORKER_TARGET, size=size, warmup={"gold": "\\frac{1}{2}", "answer": "\\{0.5\\}"}
+                _WORKER_TARGET,
+                size=size,
+                warmup={"gold": "\\frac{1}{2}", "answer": "\\{0.5\\}"},
+                clock="cpu",
             )
         return _pool
 

@@ -22,6 +22,14 @@ Deadlines, innermost first:
   DFA ANTLR builds while parsing LaTeX for math-verify), after which its calls can fail or judge wrongly
   without any error.
 - hard: the caller waits ``timeout`` seconds in total, then kills the worker (it is stuck in C code).
+
+With ``clock="cpu"`` (for CPU-bound checks: math-verify's pool) both bounds count the worker's own CPU time
+instead of the wall clock: the soft alarm is ``ITIMER_PROF`` and the caller reads the worker's time from
+``/proc/<pid>/stat``. A verdict must not depend on how busy the machine is: on two loaded cores a set
+comparison that takes 0.1 s alone took more than the 4-s wall-clock bound (the reward server's 2,000-request
+test, failing in a loaded CI run) and came back a timeout. A call that does not use the CPU (it waits on
+something) is still ended, at ``WALL_FACTOR`` times its bound on the wall clock. Where ``/proc`` is absent
+the caller's bound falls back to the wall clock.
 - orphan backstop: each call also lowers the worker's ``RLIMIT_CPU`` to a few seconds past the deadline, so
   a worker whose caller died mid-call is ended by the kernel instead of burning a core forever.
 
@@ -66,6 +74,22 @@ class PoolUnavailable(PoolError):
 
 class SoftTimeout(BaseException):
     """Raised inside a worker when a call's soft deadline passes."""
+
+
+CLOCKS = ("wall", "cpu")
+#: under ``clock="cpu"``, a call is also ended once it has taken this many times its bound on the wall clock
+WALL_FACTOR = 10.0
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process ``pid`` has used, or None where ``/proc`` cannot say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rpartition(b")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime and stime, fields 14 and 15 of stat
 
 
 _POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
@@ -145,7 +169,10 @@ class WorkerPool:
         soft_fraction: float = 0.8,
         env: dict[str, str] | None = None,
         warmup: Any = None,
+        clock: str = "wall",
     ):
+        if clock not in CLOCKS:
+            raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
         if size < 1:
             raise ValueError(f"size must be >= 1, got {size}")
         if not 0 < soft_fraction <= 1:
@@ -154,6 +181,8 @@ class WorkerPool:
         self.size = size
         self.start_timeout = start_timeout
         self.soft_fraction = soft_fraction
+        #: what a call's ``timeout`` counts: the wall clock, or the worker's CPU time (module docstring)
+        self.clock = clock
         self._env = env
         #: a payload each worker runs once while starting, off every call's deadline (lazy imports, caches)
         self._warmup = None if warmup is None else json.dumps(warmup)
@@ -264,22 +293,49 @@ class WorkerPool:
         if reply.get("timeout"):
             with self._cond:
                 self.stats["soft_timeouts"] += 1
-            raise WorkerTimeout(f"timed out after {timeout * self.soft_fraction:g}s")
+            soft = timeout * self.soft_fraction
+            if self.clock == "wall":
+                raise WorkerTimeout(f"timed out after {soft:g}s")
+            if reply["timeout"] == "cpu":
+                raise WorkerTimeout(f"timed out after {soft:g}s of CPU time")
+            raise WorkerTimeout(
+                f"timed out after {soft * WALL_FACTOR:g}s on the wall clock, using little CPU"
+            )
         if "error" in reply:
             raise WorkerCrashed(reply["error"])
         return reply["result"]
 
     def _exchange(self, worker: _Worker, payload: Any, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
+        pid = worker.proc.pid
+        spent = _cpu_seconds(pid) if self.clock == "cpu" else None
+        started = time.monotonic()
+        # the wall-clock bound: the call's own, or (CPU clock) the backstop for a call that uses no CPU
+        deadline = started + (timeout if spent is None else timeout * WALL_FACTOR)
         try:
             worker.send(
-                {"payload": payload, "soft_timeout": timeout * self.soft_fraction, "timeout": timeout}
+                {
+                    "payload": payload,
+                    "soft_timeout": timeout * self.soft_fraction,
+                    "timeout": timeout,
+                    "clock": "wall" if spent is None else "cpu",
+                }
             )
-            reply = worker.receive(deadline)
+            while True:
+                # with the CPU clock, look at the worker's time a few times a second
+                step = deadline if spent is None else min(deadline, time.monotonic() + 0.1)
+                reply = worker.receive(step)
+                if reply is not None or time.monotonic() >= deadline:
+                    break
+                used = _cpu_seconds(pid)
+                if spent is not None and used is not None and used - spent >= timeout:
+                    break
         except (OSError, ValueError) as exc:
             raise WorkerCrashed(f"lost the worker: {type(exc).__name__}: {exc}") from None
         if reply is None:
-            raise WorkerTimeout(f"timed out after {timeout:g}s (the worker was killed)")
+            cpu = spent is not None and time.monotonic() < deadline
+            raise WorkerTimeout(
+                f"timed out after {timeout:g}s{' of CPU time' if cpu else ''} (the worker was killed)"
+            )
         return reply
 
     def _acquire(self, wait_timeout: float) -> _Worker:
@@ -352,31 +408,40 @@ def worker_main(target: str, warmup: str | None = None) -> int:
     except Exception as exc:
         write({"ready": False, "error": f"cannot load {target}: {type(exc).__name__}: {exc}"})
         return 1
-    state = {"active": False, "fired": False}
+    state: dict[str, Any] = {"active": False, "fired": None}  # fired: the clock whose alarm went off
 
     def on_alarm(signum: int, frame: Any) -> None:
         if state["active"]:
-            state["fired"] = True
+            state["fired"] = "cpu" if signum == signal.SIGPROF else "wall"
             raise SoftTimeout
 
     signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGPROF, on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     write({"ready": True, "pid": os.getpid()})
     for line in sys.stdin.buffer:
         request = json.loads(line)
         _limit_cpu(request["timeout"])
-        state.update(active=True, fired=False)
+        state.update(active=True, fired=None)
         message: dict[str, Any]
+        # the soft alarm on the clock the call's bound counts (module docstring), and on the CPU clock the
+        # wall-clock backstop too
+        timers = [(signal.ITIMER_REAL, request["soft_timeout"])]
+        if request.get("clock") == "cpu":
+            timers = [(signal.ITIMER_PROF, request["soft_timeout"]),
+                      (signal.ITIMER_REAL, request["soft_timeout"] * WALL_FACTOR)]  # fmt: skip
         try:
-            signal.setitimer(signal.ITIMER_REAL, request["soft_timeout"])
+            for which, seconds in timers:
+                signal.setitimer(which, seconds)
             try:
                 result = fn(request["payload"])
             finally:
                 state["active"] = False
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            message = {"timeout": True} if state["fired"] else {"result": result}
+                for which, _ in timers:
+                    signal.setitimer(which, 0)
+            message = {"timeout": state["fired"]} if state["fired"] else {"result": result}
         except SoftTimeout:
-            message = {"timeout": True}
+            message = {"timeout": state["fired"] or "wall"}
         except Exception as exc:
             message = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         try:

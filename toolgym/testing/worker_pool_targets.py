@@ -48,6 +48,15 @@ def spin_in_c(iterations: int) -> str:
     return hashlib.pbkdf2_hmac("sha256", b"toolgym", b"salt", iterations).hex()
 
 
+def cpu_work(seconds: float) -> float:
+    """Python-level work until this process has used ``seconds`` more CPU time: how long it takes on the
+    wall clock depends on how much of a core it gets."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        sum(range(1000))
+    return seconds
+
+
 def fail(message: str) -> None:
     raise ValueError(message)
 
