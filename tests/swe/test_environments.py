@@ -103,6 +103,8 @@ def test_the_manifest_records_the_recipe_the_python_the_pins_and_the_compiled_pa
     assert reqs["requirements_file"] == "requirements.txt"
     assert any(p.lower().startswith("iniconfig==") for p in reqs["pins"])
     assert cext["compiled"] and cext["rebuild"] == ["python", "setup.py", "build_ext", "--inplace"]
+    # none of them is a repository whose build needs parts beyond the one its C extension found here
+    assert src["toolchain"] == cext["toolchain"] == [] and cext["system_libraries_missing"] == []
     # the base commit's C source differs from the setup commit's: its own compiled parts were built
     assert cext["base_overlays"] == [
         next(r for r in built["rows"] if r["repo"] == "acme/cext")["base_commit"]

@@ -1,4 +1,5 @@
-"""``toolgym doctor``: what is installed and usable, the sandbox's isolation layers, plugins."""
+"""``toolgym doctor``: what is installed and usable, the sandbox's isolation layers, what SWE-bench's compiled
+repositories need to build, plugins."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     print()
     print(_sandbox_section())
     print()
+    print(_swe_toolchain_section())
+    print()
     print(f"envs registered: {len(toolgym.ENVS)}; tools: {len(toolgym.TOOLS)}")
     print(f"plugins loaded: {', '.join(LOADED_PLUGINS) or 'none'}")
     for key, err in PLUGIN_ERRORS.items():
@@ -78,6 +81,16 @@ def _sandbox_section() -> str:
     except SandboxUnavailable as exc:
         memory = f"sandbox sessions: could not start one ({exc})"
     return f"{table}\n{memory}"
+
+
+def _swe_toolchain_section() -> str:
+    """What SWE-bench's compiled repositories need to build here (``toolgym swe envs build``)."""
+    from toolgym.swe.toolchain import report
+
+    rows = report(sys.executable)
+    return "SWE builds of compiled repositories (toolgym swe envs build):\n" + format_table(
+        ["needs", "here", "Debian package", "needed by"], rows
+    )
 
 
 def _tiny_model_section() -> str:

@@ -9,8 +9,10 @@ directory ``ENVS/<key>/`` that several processes share:
   that waited on the lock finds it built and builds nothing;
 - **the steps**, each named in the log and in a failure: ``checkout`` (the clone at the row's
   ``environment_setup_commit``, else its base commit), ``python`` (the recipe's version where an interpreter
-  of it is on the machine, else the nearest newer minor: recorded), ``venv`` (``uv venv --relocatable
-  --seed``: the agent's ``pip`` is the environment's), ``packages`` (requirements files and
+  of it is on the machine, else the nearest newer minor: recorded), ``toolchain`` (a repository whose
+  build compiles, astropy's, matplotlib's, scikit-learn's: the compilers and headers it needs, probed,
+  else a refusal naming them and their Debian packages: :mod:`toolgym.swe.toolchain`), ``venv`` (``uv venv
+  --relocatable --seed``: the agent's ``pip`` is the environment's), ``packages`` (requirements files and
   ``environment.yml`` read **from the clone at that commit**, never fetched; SWE-bench's package replacements;
   conda packages that are Python packages go to pip, the others are listed as not installed),
   ``pip_packages``, ``requirements`` (a row's pins), ``install`` (the repository itself: ``pip install``
@@ -54,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.rewards.swe import COMPILED_SOURCES
+from toolgym.swe import toolchain
 from toolgym.swe.interpreters import NoInterpreter, choose_python, machine_pythons
 from toolgym.swe.pre_install import (
     StepFailed,
@@ -550,6 +553,14 @@ class EnvironmentStore:
         log.step("python")
         log.fh.write(json.dumps(chosen) + "\n")
 
+        log.step("toolchain")  # before anything resolves: a compiled build this machine cannot do says so now
+        lacking = toolchain.missing_for(entry.repo, chosen["executable"])
+        if lacking:
+            raise BuildFailed("toolchain", toolchain.refusal(entry.repo, lacking), log.path)
+        libraries = toolchain.SYSTEM_LIBRARIES.get(entry.repo, ())
+        libraries_missing = [part.key for part, _ in toolchain.missing_for(entry.repo, chosen["executable"],
+                                                                           libraries)]  # fmt: skip
+
         log.step("venv")
         venv = tmp / "venv"
         log.run("venv", [uv, "venv", "--quiet", "--relocatable", "--seed", "--python", chosen["executable"],
@@ -710,6 +721,8 @@ class EnvironmentStore:
             "pre_install_not_run": pre_not_run,
             "system_packages": apt,
             "system_packages_missing": missing_packages(apt),
+            "toolchain": list(toolchain.parts_for(entry.repo)),
+            "system_libraries_missing": libraries_missing,
             "exclude_newer": uv_extra[1] if uv_extra else None,
             "exclude_newer_exempt": date_exempt if uv_extra else {},
             "runner": runner,
