@@ -277,3 +277,18 @@ def test_a_listed_id_the_runner_never_ran_is_not_collected(tmp_path):
     assert reward == 0.0 and verdict.details["pass_to_pass_failed"] == {
         "test_gone (ops_tests.tests.OpsTests)": "not collected"
     }
+
+
+def test_a_rows_listed_ids_are_read_once_the_same_way_by_the_runner_and_the_task_loader():
+    from toolgym.envs.swe_tasks import TaskRefused, _id_list
+    from toolgym.swe.runners import listed_ids
+
+    # a list, or its JSON text as SWE-bench's parquet files hold it
+    assert listed_ids('["a.py::t", "b"]') == listed_ids(["a.py::t", "b"]) == ["a.py::t", "b"]
+    assert listed_ids("") == listed_ids(None) == []
+    malformed = (("[1, 2", "is neither a JSON list nor a list"), ('[1, "b"]', "must be a list of test ids"))
+    for bad, why in malformed:
+        with pytest.raises(ValueError, match=why):
+            listed_ids(bad)
+        with pytest.raises(TaskRefused, match=rf"^row-1: FAIL_TO_PASS {why}$"):
+            _id_list(bad, "FAIL_TO_PASS", "row-1")

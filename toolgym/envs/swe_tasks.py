@@ -24,7 +24,6 @@ row is wrong): ``sample`` draws another and warns once per row, ``get`` raises `
 from __future__ import annotations
 
 import io
-import json
 import logging
 import re
 import tarfile
@@ -38,7 +37,7 @@ import numpy as np
 from toolgym.core.task import FiniteSource, ListSource, ProceduralSource, Task, TaskSource
 from toolgym.envs.task_files import FieldMap, hf_source, load_tasks
 from toolgym.swe.repos import RepoUnavailable
-from toolgym.swe.runners import row_command
+from toolgym.swe.runners import listed_ids, row_command
 from toolgym.swe.workspaces import SWEWorkspaces, instruction, procedural_task
 
 log = logging.getLogger("toolgym.envs.swe")
@@ -56,16 +55,10 @@ class TaskRefused(KeyError):
 
 
 def _id_list(value: Any, column: str, task_id: str) -> list[str]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else []
-        except ValueError:
-            raise TaskRefused(f"{task_id}: {column} is neither a JSON list nor a list") from None
-    if value is None:
-        return []
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise TaskRefused(f"{task_id}: {column} must be a list of test ids")
-    return list(value)
+    try:
+        return listed_ids(value)
+    except ValueError as exc:
+        raise TaskRefused(f"{task_id}: {column} {exc}") from None
 
 
 #: pytest's progress marker (``[100%]``), which SWE-bench's log parser kept as a test id in a few published

@@ -162,14 +162,27 @@ def files_to_seal(
     return list(dict.fromkeys(out))  # (in order, once each)
 
 
-def _ids(row: Mapping[str, Any], column: str) -> list[str]:
-    value = row.get(column, row.get(column.upper()))
+def listed_ids(value: Any) -> list[str]:
+    """A row's FAIL_TO_PASS or PASS_TO_PASS: a list of ids, or its JSON text (as SWE-bench's parquet files
+    hold it). ``ValueError`` saying what is wrong otherwise (the task loader refuses the row with it)."""
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else []
         except ValueError:
-            return []
-    return [t for t in value or () if isinstance(t, str)]
+            raise ValueError("is neither a JSON list nor a list") from None
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ValueError("must be a list of test ids")
+    return list(value)
+
+
+def _ids(row: Mapping[str, Any], column: str) -> list[str]:
+    """The ids, or none where the column is malformed (the task loader refuses that row, saying why)."""
+    try:
+        return listed_ids(row.get(column, row.get(column.upper())))
+    except ValueError:
+        return []
 
 
 def command_of(row: Mapping[str, Any], test_cmd: str | Sequence[str] | None = None) -> TestCommand | None:
