@@ -227,3 +227,25 @@ def test_make_refuses_where_the_sandbox_cannot_hold_a_workspace_naming_the_fix(b
             envs=str(root / "envs"),
             tool=tool,
         )
+
+
+def test_exclude_newer_takes_one_date_for_every_environment_and_a_build_asking_another_is_refused(tmp_path):
+    row = layout_row(tmp_path / "repos", "src", pytest_pin=PYTEST_PIN)
+    row["created_at"] = "2023-06-01T00:00:00Z"  # not the date asked: DATE bounds every environment
+    (manifest,) = build_with_this_python([row], tmp_path / "repos", tmp_path / "envs",
+                                         exclude_newer="2024-06-01").values()  # fmt: skip
+    assert manifest["exclude_newer"] == "2024-06-01"
+    assert "pytest" in manifest["exclude_newer_exempt"]  # the recipe's pin wins over the date
+    # the environment's key is its recipe's: the same ENVS asked without the date, or with another, says so
+    repos, envs = tmp_path / "repos", tmp_path / "envs"
+    for asked in (False, True):
+        (refused,) = build_all(plan([row]), repos, envs, exclude_newer=asked).values()
+        assert isinstance(refused, BuildFailed) and refused.step == "reuse", refused
+        assert "built with exclude_newer=2024-06-01" in refused.message and "another --out" in refused.message
+    (again,) = build_all(plan([row]), repos, envs, exclude_newer="2024-06-01").values()
+    assert again["reused"] and not (envs / ".failed").exists()  # a refusal records no failure
+    cli = [sys.executable, "-m", "toolgym.cli", "swe", "envs", "build", "rows.jsonl", "--repos", "r", "--out"]
+    said = subprocess.run(
+        [*cli, "e", "--exclude-newer", "2021"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert said.returncode == 2 and "'2021' is not a date: give YYYY-MM-DD" in said.stderr

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -76,8 +77,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--recipes", default=None, metavar="FILE", help="your recipes (YAML or JSON)")
     build.add_argument(
         "--exclude-newer",
-        action="store_true",
-        help="resolve each environment's packages as of its newest row's created_at",
+        nargs="?",
+        const=True,
+        default=False,
+        type=_exclusion_date,
+        metavar="DATE",
+        help="resolve each environment's packages as of its newest row's created_at, or as of DATE "
+        "(YYYY-MM-DD, or an RFC 3339 time) for every environment; a recipe's pins win over the date",
     )
     build.add_argument(
         "--download-python",
@@ -98,6 +104,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     validate.add_argument("--envs", required=True, metavar="ENVS", help="the built environments")
     validate.add_argument("--out", default=None, metavar="FILE", help="write each row's result (JSONL)")
     validate.set_defaults(func=cmd_validate)
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?")
+
+
+def _exclusion_date(text: str) -> str:
+    """``--exclude-newer DATE``: a date uv reads (YYYY-MM-DD or an RFC 3339 time); refused at once else."""
+    if not _DATE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date: give YYYY-MM-DD or 2021-06-01T00:00:00Z")
+    return text
 
 
 def _rows_and_repos(parser: argparse.ArgumentParser, jobs: str) -> None:

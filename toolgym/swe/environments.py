@@ -473,7 +473,7 @@ class EnvironmentStore:
         entry: EnvPlan,
         repos: str | Path,
         *,
-        exclude_newer: bool = False,
+        exclude_newer: bool | str = False,
         pythons: Mapping[tuple[int, int], str] | None = None,
         timeout: float = 1800.0,
         download_python: bool = False,
@@ -483,6 +483,13 @@ class EnvironmentStore:
         with self._locked(entry.key):
             done = self.manifest(entry.key)
             if done is not None:
+                asked = exclusion_date(entry, exclude_newer)
+                if done.get("exclude_newer") != asked:  # the key is the recipe's: the date is not in it
+                    raise BuildFailed(
+                        "reuse",
+                        f"{self.path(entry.key)} was built with exclude_newer={done.get('exclude_newer')}, "
+                        f"and this build asks {asked}: build into another --out, or remove that environment",
+                    )
                 return {**done, "reused": True}
             tmp = self.root / ".tmp" / f"{entry.key}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
@@ -517,7 +524,7 @@ class EnvironmentStore:
         repos: Path,
         tmp: Path,
         log: _Log,
-        exclude_newer: bool,
+        exclude_newer: bool | str,
         chosen: dict[str, Any],
         timeout: float,
     ) -> dict[str, Any]:
@@ -533,7 +540,8 @@ class EnvironmentStore:
             },
             **recipe.env_vars,
         }
-        uv_extra = ["--exclude-newer", entry.created_at] if exclude_newer and entry.created_at else []
+        date = exclusion_date(entry, exclude_newer)
+        uv_extra = ["--exclude-newer", date] if date else []
         date_exempt: dict[str, str] = {}  # under exclude_newer: package -> why the date does not bound it
 
         log.step("checkout")
@@ -903,13 +911,21 @@ class EnvironmentStore:
         return path.read_bytes() if path.is_file() else self.overlay(key)
 
 
+def exclusion_date(entry: EnvPlan, exclude_newer: bool | str) -> str | None:
+    """The date uv's ``--exclude-newer`` bounds ``entry``'s resolution with: the one given (a ``str``), else
+    (``True``) its newest row's ``created_at``; None for no bound."""
+    if isinstance(exclude_newer, str):
+        return exclude_newer
+    return entry.created_at if exclude_newer and entry.created_at else None
+
+
 def build_all(
     plans: Mapping[str, EnvPlan],
     repos: str | Path,
     out: str | Path,
     *,
     jobs: int = 1,
-    exclude_newer: bool = False,
+    exclude_newer: bool | str = False,
     download_python: bool = False,
     progress: Callable[[EnvPlan, dict[str, Any] | BuildFailed], None] | None = None,
 ) -> dict[str, dict[str, Any] | BuildFailed]:
