@@ -42,7 +42,8 @@ def test_a_test_serving_on_loopback_is_judged_on_the_change(network_env):
         assert "loopback_network" in shared_test_sandbox().isolation.missing
         return
     assert (reward, verdict.error) == (1.0, None), verdict
-    assert verdict.details["tests_passed"] == "5/5"  # (a parameter holding "::" matched its test too)
+    # (a parameter holding "::" matched its test too, and so did duplicate ids as an older pytest wrote them)
+    assert verdict.details["tests_passed"] == "7/7", verdict.details
     reward, verdict = play(network_env, ["done"])
     assert (reward, verdict.error) == (0.0, None), verdict
     # the served test failed on its assertion (the bare tree's answer), the timeout test still passed

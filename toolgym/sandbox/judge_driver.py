@@ -875,7 +875,7 @@ def _tg_sympy(cfg, key):
     return code
 
 def _tg_pytest(cfg, key):
-    import faulthandler, os, sys
+    import faulthandler, os, re, sys
     import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
     import _pytest.reports, _pytest.unittest, _pytest.nodes, unittest, unittest.case, unittest.result
     import pluggy
@@ -902,9 +902,17 @@ def _tg_pytest(cfg, key):
         if rule != "exact":
             cut = nodeid.split()[0] if nodeid.split() else nodeid
             forms.add(cut)
-            if rule == "pytest_options" and "[" in cut and cut.endswith("]"):
+            if "[" in cut and cut.endswith("]"):
                 main, option = cut[:-1].split("[", 1)
-                if option.startswith("/") and not option.startswith("//") and "*" not in option:
+                digits = re.search(r"(?<!_)\d{1,2}$", option[1:])  # a duplicate id's index: a0 or a_0
+                if digits:
+                    for n in range(1, len(digits.group()) + 1):
+                        forms.add(main + "[" + option[:-n] + "_" + option[-n:] + "]")
+                dedup = re.fullmatch(r"(.+)_(\d{1,2})", option)
+                if dedup:
+                    forms.add(main + "[" + dedup.group(1) + dedup.group(2) + "]")
+                if rule == "pytest_options" and option.startswith("/") and not option.startswith("//") \
+                        and "*" not in option:
                     forms.add(main + "[/" + option.split("/")[-1] + "]")
         return forms
     limit = float(cfg["test_timeout"])

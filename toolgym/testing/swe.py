@@ -112,7 +112,7 @@ SYMPY_TESTS_AFTER = SYMPY_TESTS.replace("import mul", "import add, mul") + (
 #: tests written for a machine with a network (``sample_row(network=True)``): one serves ``add``'s answer on
 #: 127.0.0.1 and fetches it, as Django's live-server tests do, one expects a connect beyond the machine to
 #: time out, as requests' ``TestTimeout`` does, one whose parameter holds "::" (an IPv6 address, as requests'
-#: ``test_errors[http://fe80::5054:ff:fe5a:fc0-InvalidURL]``)
+#: ``test_errors[http://fe80::5054:ff:fe5a:fc0-InvalidURL]``), two whose ids another pytest wrote otherwise
 NETWORK_TESTS = """
 
 import pytest
@@ -121,6 +121,10 @@ import pytest
 @pytest.mark.parametrize("url", ["http://fe80::5054:ff:fe5a:fc0"])
 def test_an_ipv6_url(url):
     assert url.count("::") == 1
+
+@pytest.mark.parametrize("code, text", [("1234", "1234"), ("1234", "1234")])
+def test_duplicate_ids(code, text):
+    assert code == text
 
 def test_unroutable_times_out():
     import socket
@@ -264,6 +268,9 @@ def sample_row(
         p2p += [
             "tests/test_ops.py::test_unroutable_times_out",
             "tests/test_ops.py::test_an_ipv6_url[http://fe80::5054:ff:fe5a:fc0]",
+            # duplicate ids as an older pytest wrote them (this one writes test_duplicate_ids[1234-1234_0])
+            "tests/test_ops.py::test_duplicate_ids[1234-12340]",
+            "tests/test_ops.py::test_duplicate_ids[1234-12341]",
         ]
     if style == "django":
         f2p = ["Adding two numbers gives their sum.", "test_add_negative (ops_tests.tests.OpsTests)"]
