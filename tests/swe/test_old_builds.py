@@ -142,12 +142,27 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "oldpkg/__init__.py": "import six\n",
         },
     )
+    # a base commit that pins another version of what its setup commit installed (pylint-7080's base
+    # requires astroid<=2.12.0-dev0, its setup commit brought 2.12.13): that base gets an environment of
+    # its own (six 1.17.0 is the lock's, in uv's cache; 1.16.0 comes from the package index)
+    pinned = "from setuptools import setup\n\nsetup(name='oldpkg', version='1.0', packages=['oldpkg'], "
+    base_pins = _row(
+        store,
+        "basepins",
+        {"setup.py": pinned + "install_requires=['six==1.17.0'])\n", "oldpkg/__init__.py": "",
+         "oldpkg/area.py": AREA},
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+        base_files={
+            "setup.py": pinned + "install_requires=['six==1.16.0'])\n",
+            "oldpkg/__init__.py": "import six\n\nassert six.__version__ == '1.16.0', six.__version__\n",
+        },
+    )  # fmt: skip
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
     dated["created_at"] = "2023-06-01T00:00:00Z"
-    rows = [legacy, conda, under_test, base_deps, dated]
-    for row in rows[:4]:
+    rows = [legacy, conda, under_test, base_deps, base_pins, dated]
+    for row in rows[:5]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
@@ -230,6 +245,28 @@ def test_a_base_commits_own_dependencies_are_installed_beside_the_setup_commits(
         for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
             env.reset(options={"task_id": "acme__basedeps-1"})  # oldpkg imports six at the base commit
             assert env.unwrapped.task.data["base_commit"] == base
+            for action in script_texts(env, policy(env.unwrapped.task)):
+                _, got, _, _, info = env.step(action)
+            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
+    finally:
+        env.close()
+
+
+def test_a_base_commit_that_pins_other_versions_gets_an_environment_of_its_own(built):
+    manifest = built["manifests"]["acme/basepins"]
+    ((base, variant),) = manifest["base_environments"].items()
+    assert variant == {"changed": ["six==1.16.0"], "added": []} and manifest["base_requirements"] == {}
+    assert _pin(manifest, "six") == "six==1.17.0"  # the environment itself is as its setup commit built it
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
+            env.reset(options={"task_id": "acme__basepins-1"})  # oldpkg asserts six 1.16.0 at its base
+            assert env.unwrapped.task.data["base_commit"] == base
+            python = env.unwrapped.verifier.python_for(env.unwrapped.task)
+            assert python == str(root / "envs" / manifest["key"] / "bases" / base / "venv" / "bin" / "python")
             for action in script_texts(env, policy(env.unwrapped.task)):
                 _, got, _, _, info = env.step(action)
             assert (got, info["verdict"].error) == (reward, None), info["verdict"].details

@@ -8,6 +8,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from toolgym.util.kwargs import positive_int
@@ -297,15 +298,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     store = EnvironmentStore(args.envs)
     rows = []
     for r in results:
-        where = r.get("python", "").split("/")[-4:-3]  # ENVS/<key>/venv/bin/python
-        key = where[0] if where else ""
+        # ENVS/<key>/venv/bin/python, or ENVS/<key>/bases/<commit>/venv/bin/python (a base's own)
+        parts = Path(r["python"]).parts[len(store.root.parts) :] if r.get("python") else ()
+        key = parts[0] if len(parts) > 1 and Path(r["python"]).is_relative_to(store.root) else ""
         python = (store.manifest(key) or {}).get("python", {}) if key else {}
         used = python.get("used", "")
         if used and python.get("asked") not in (None, used):
             used += f" (asked {python['asked']})"
         seconds = f"{r['seconds']:.1f}" if "seconds" in r else ""
         verdict = "valid" if r["ok"] else "refused"
-        rows.append([r["instance_id"], verdict, key, used, seconds, (r["reason"] or "")[:120]])
+        shown = f"{key} (base {parts[2][:12]})" if key and parts[1:2] == ("bases",) else key
+        rows.append([r["instance_id"], verdict, shown, used, seconds, (r["reason"] or "")[:120]])
         r["python_version"] = used
     print(format_table(["row", "verdict", "environment", "python", "seconds", "reason"], rows))
     valid = sum(r["ok"] for r in results)

@@ -428,8 +428,20 @@ class EnvironmentStore:
                 out.append(json.loads(path.read_text()))
         return out
 
-    def python(self, key: str) -> str:
+    def python(self, key: str, base: str | None = None, manifest: Mapping[str, Any] | None = None) -> str:
+        """The interpreter of environment ``key``, or of its own environment for rows at ``base`` where that
+        base commit needs other versions (``manifest["base_environments"]``; read from disk unless given)."""
+        if base:
+            manifest = manifest if manifest is not None else self.manifest(key) or {}
+            if base in (manifest.get("base_environments") or {}):
+                return str(self.root / key / "bases" / base / "venv" / "bin" / "python")
         return str(self.root / key / "venv" / "bin" / "python")
+
+    def pythons(self, key: str, manifest: Mapping[str, Any] | None = None) -> list[str]:
+        """Every interpreter of environment ``key``: its own and its base commits' (the sandbox shows all)."""
+        manifest = manifest if manifest is not None else self.manifest(key) or {}
+        variants = manifest.get("base_environments") or {}
+        return [self.python(key), *(self.python(key, base, manifest) for base in variants)]
 
     def overlay(self, key: str) -> bytes:
         path = self.root / key / "overlay.tar"
@@ -693,7 +705,7 @@ class EnvironmentStore:
                 uv_install("rebuild", ["setuptools"])
             rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
 
-        added = self._base_requirements(entry, src, log, uv, python, uv_extra, run_env, timeout)
+        added, variants = self._base_requirements(entry, src, log, uv, venv, uv_extra, run_env, timeout)
 
         runner = self._runner(recipe, src, log)
         # asked with the checkout as the workspace: the repository under test may be pytest itself
@@ -740,6 +752,7 @@ class EnvironmentStore:
             "rebuild": list(rebuild) if rebuild else None,
             "base_overlays": rebuilt,
             "base_requirements": added,
+            "base_environments": variants,
             "build_s": round(time.monotonic() - started, 1),
             "size_bytes": _dir_size(tmp),
             "log": "build.log",
@@ -821,16 +834,23 @@ class EnvironmentStore:
         src: Path,
         log: _Log,
         uv: str,
-        python: str,
+        venv: Path,
         uv_extra: Sequence[str],
         env: Mapping[str, str],
         timeout: float,
-    ) -> dict[str, list[str]]:
-        """What each base commit that declares its dependencies otherwise than the setup commit needs and
-        the environment lacks: ``uv pip install --dry-run`` of the tree at that commit, against the
-        environment as built, then the distributions it would add (never the project, never a change to
-        one installed) installed. ``{base commit: ["name==version", ...]}``, only where something was."""
+    ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
+        """What each base commit that declares its dependencies otherwise than the setup commit needs:
+        ``uv pip install --dry-run`` of the tree at that commit, against the environment as built (never the
+        project itself). Distributions it would only add are installed into the environment (``{base:
+        ["name==version"]}``, the first result). Where it would change an installed one (pylint-7080's base
+        requires ``astroid<=2.12.0-dev0``, its setup commit brought 2.12.13), as SWE-bench's harness does
+        when it reinstalls the repository at the base commit, that base gets an environment of its own:
+        the environment copied to ``bases/<commit>/venv`` (relocatable), the changed and added versions
+        installed there (``{base: {"changed": [...], "added": [...]}}``, the second result); its rows run
+        with that interpreter. A base whose tree does not resolve here is left with the environment."""
+        python = str(venv / "bin" / "python")
         added: dict[str, list[str]] = {}
+        variants: dict[str, dict[str, list[str]]] = {}
         for base in _bases_changing(entry, src, log, "base requirements", DEPENDENCY_FILES):
             log.step(f"requirements at {base[:12]}")
             git(["checkout", "--quiet", "--force", "--detach", base], src)
@@ -845,16 +865,20 @@ class EnvironmentStore:
                 git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
             plan = [m.groups() for m in map(_PLANNED.match, log.last_output.splitlines()) if m]
             removed = {package_name(name) for sign, name, _, _ in plan if sign == "-"}
-            new = sorted(
-                f"{name}=={version}"
-                for sign, name, version, source in plan
-                if sign == "+" and not source and package_name(name) not in removed
-            )
-            if new:
+            planned = [(name, version) for sign, name, version, source in plan if sign == "+" and not source]
+            new = sorted(f"{n}=={v}" for n, v in planned if package_name(n) not in removed)
+            changed = sorted(f"{n}=={v}" for n, v in planned if package_name(n) in removed)
+            if changed:
+                variant = venv.parent / "bases" / base / "venv"
+                shutil.copytree(venv, variant, symlinks=True)
+                argv = [uv, "pip", "install", "--python", str(variant / "bin" / "python"), *uv_extra]
+                log.run("base requirements", [*argv, *changed, *new], cwd=src, env=env, timeout=timeout)
+                variants[base] = {"changed": changed, "added": new}
+            elif new:
                 log.run("base requirements", [uv, "pip", "install", "--python", python, *uv_extra, *new],
                         cwd=src, env=env, timeout=timeout)  # fmt: skip
                 added[base] = new
-        return added
+        return added, variants
 
     def _base_overlays(
         self,

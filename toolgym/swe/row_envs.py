@@ -79,10 +79,17 @@ class RowEnvironments:
         return self.workspaces.store_root
 
     def pythons(self) -> list[str]:
-        return [self.store.python(key) for key in self._manifests]
+        return [
+            python
+            for key, manifest in self._manifests.items()
+            for python in self.store.pythons(key, manifest)
+        ]
 
     def python_for(self, task: Any) -> str:
-        return self.store.python(self.manifest(task)["key"])
+        """The row's interpreter: its environment's, or its base commit's own where that needs other
+        versions (``EnvironmentStore.python``)."""
+        manifest = self.manifest(task)
+        return self.store.python(manifest["key"], task.data.get("base_commit") or None, manifest)
 
     def check(self, task: Any) -> None:
         self.workspaces.check(task)
