@@ -299,8 +299,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     rows = []
     for r in results:
         # ENVS/<key>/venv/bin/python, or ENVS/<key>/bases/<commit>/venv/bin/python (a base's own)
-        parts = Path(r["python"]).parts[len(store.root.parts) :] if r.get("python") else ()
-        key = parts[0] if len(parts) > 1 and Path(r["python"]).is_relative_to(store.root) else ""
+        path = Path(r.get("python") or "")
+        parts = path.relative_to(store.root).parts if path.is_relative_to(store.root) else ()
+        key = parts[0] if len(parts) > 1 else ""
         python = (store.manifest(key) or {}).get("python", {}) if key else {}
         used = python.get("used", "")
         if used and python.get("asked") not in (None, used):

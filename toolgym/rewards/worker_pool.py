@@ -22,6 +22,8 @@ Deadlines, innermost first:
   DFA ANTLR builds while parsing LaTeX for math-verify), after which its calls can fail or judge wrongly
   without any error.
 - hard: the caller waits ``timeout`` seconds in total, then kills the worker (it is stuck in C code).
+- orphan backstop: each call also lowers the worker's ``RLIMIT_CPU`` to a few seconds past the deadline, so
+  a worker whose caller died mid-call is ended by the kernel instead of burning a core forever.
 
 With ``clock="cpu"`` (for CPU-bound checks: math-verify's pool) both bounds count the worker's own CPU time
 instead of the wall clock: the soft alarm is ``ITIMER_PROF`` and the caller reads the worker's time from
@@ -30,8 +32,6 @@ comparison that takes 0.1 s alone took more than the 4-s wall-clock bound (the r
 test, failing in a loaded CI run) and came back a timeout. A call that does not use the CPU (it waits on
 something) is still ended, at ``WALL_FACTOR`` times its bound on the wall clock. Where ``/proc`` is absent
 the caller's bound falls back to the wall clock.
-- orphan backstop: each call also lowers the worker's ``RLIMIT_CPU`` to a few seconds past the deadline, so
-  a worker whose caller died mid-call is ended by the kernel instead of burning a core forever.
 
 Startup (importing the function's module, then running the pool's ``warmup`` payload once) happens when the
 pool starts, off the hot path: ``start()`` is non-blocking, and the time a call waits for a free or starting
