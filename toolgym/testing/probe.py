@@ -85,9 +85,13 @@ class ProbeParser(ActionParser):
         return "Your first turn probes; your second turn is the answer."
 
     def parse(self, text: str) -> ParsedAction:
-        if self.first_turn and isinstance(text, str) and not text.strip():
-            # a call by position even when blank (a random model's one token is often whitespace): every
-            # episode then has the same shape, as in verl's own loop with the same format (verl_native_tools)
+        if self.first_turn and isinstance(text, str):
+            # a call by position whatever the text, before the base parser reads it: blank (a random model's
+            # one token is often whitespace), or all reasoning, which the base parser strips to nothing (the
+            # tiny model's <think> and </think>: 2 of its 1,600 tokens made an invalid first turn, whose
+            # feedback did not fit the response budget, and TRL's async test trained a one-turn episode).
+            # Every episode then has the same shape, as in verl's own loop with the same format
+            # (verl_native_tools)
             return self._probe(text)
         return super().parse(text)
 

@@ -47,6 +47,8 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "trl" / "async-cpu.
 #: module and name, so the function lives in a module of its own that the spawned process imports (a test
 #: module is not importable there: site-packages holds another package named ``tests``)
 ENVS_MODULE = """
+import hashlib
+
 import toolgym
 from toolgym.core.task import ProceduralSource, Task
 from toolgym.rewards.base import FunctionVerifier
@@ -55,9 +57,12 @@ from toolgym.tools.calculator import Calculator
 WORDS = ["apple", "river", "stone", "cloud", "maple", "tiger", "lemon", "ocean"]
 
 
-def even_length_wins(task, answer):
-    # half of the tiny model's random answers have an even length: both rewards in every run
-    return len(answer.strip()) % 2 == 0
+def coin_of_the_answer(task, answer):
+    # a fair coin per distinct answer (the tiny model's sampled answers are distinct), so a group of 8 gets
+    # one reward only 2 times in 256, and a step's two groups both do 1 time in 16,384: a step with no
+    # advantage trains nothing, and the test could not see the weights reach the server (an answer's length
+    # was even 80% of the time: both groups of 4 were all 1 in a CI run)
+    return hashlib.sha256(answer.strip().encode()).digest()[0] % 2 == 0
 
 
 def word_task(seed):
@@ -66,7 +71,7 @@ def word_task(seed):
 
 def word_env():
     source = ProceduralSource("words", word_task)
-    return toolgym.make_env(source, [Calculator()], FunctionVerifier(even_length_wins), max_turns=2)
+    return toolgym.make_env(source, [Calculator()], FunctionVerifier(coin_of_the_answer), max_turns=2)
 """
 
 
@@ -315,8 +320,8 @@ def test_environment_factory_trains_on_the_verdicts_of_its_resets_and_syncs_the_
         use_cpu=True,
         bf16=False,
         gradient_checkpointing=False,
-        per_device_train_batch_size=8,
-        num_generations=4,
+        per_device_train_batch_size=16,
+        num_generations=8,
         max_steps=1,
         max_completion_length=16,
         max_tool_calling_iterations=1,
@@ -341,7 +346,7 @@ def test_environment_factory_trains_on_the_verdicts_of_its_resets_and_syncs_the_
 
     # rewards: each sample's is its env's verdict on its own final answer (#6027), and both verdicts occur
     pulled = [sample for sample, _ in spy.pulled]
-    assert len(pulled) >= 8
+    assert len(pulled) >= 16
     host = EpisodeHost(factory=envs.word_env, name="verdicts")
     verdicts = set()
     for sample in pulled:
