@@ -22,6 +22,7 @@ from toolgym.gateway.protocol import ChatRequest, OpenSession
 from toolgym.rollout.models import make_renderer
 from toolgym.rollout.session import SessionClosed
 from toolgym.testing.scripted import ScriptedClient
+from toolgym.util.http import pool_limits
 
 CALC = "toolgym/Calculator-v0"
 SESSIONS = 256
@@ -113,8 +114,10 @@ def test_256_concurrent_sessions_are_none_lost_none_crossed(renderer):
     async def main():
         config = GatewayConfig(model="tiny", max_model_len=1024)
         async with Gateway(config, client=engine, renderer=renderer) as gw:
-            # a connection pool per 16 sessions (httpx scans its whole pool on every request)
-            limits = httpx.Limits(max_connections=SESSIONS // CLIENTS + 4)
+            # a connection pool per 16 sessions (httpx scans its whole pool on every request), which closes
+            # no idle connection on its own: httpcore's pool can close one under a request it has just been
+            # given to (pool_limits says how), and on a busy machine it did
+            limits = pool_limits(SESSIONS // CLIENTS + 4)
             https = [httpx.AsyncClient(base_url=gw.url, limits=limits, timeout=120) for _ in range(CLIENTS)]
             agents = [
                 AsyncOpenAI(base_url=gw.url, api_key="unused", max_retries=0, http_client=http)

@@ -31,6 +31,24 @@ _context: ssl.SSLContext | None = None
 _lock = threading.Lock()
 
 
+def pool_limits(max_connections: int | None) -> Any:
+    """``httpx.Limits`` for a pool of ``max_connections`` (None: unbounded) that never closes an idle
+    connection on its own: no client-side keep-alive expiry and no surplus of idle connections to trim.
+
+    httpcore 1.0.9's pool (encode/httpcore#1110) hands an idle connection to a waiting request, and the
+    connection stays idle until that request's thread or task runs; another request's pass over the pool
+    meanwhile sees it idle and closes it when its keep-alive expiry (httpx's default: 5 s) has passed, or as
+    a surplus idle connection, and if the first request has started by then, it fails with a ``ReadError``
+    on a socket closed under it. It takes a busy machine: the gateway's 256-session test failed so in one
+    of three loaded CI runs, and in a run on one core beside six busy processes. With neither, the pool
+    drops an idle connection only once the server has closed it (its socket reads as closed)."""
+    import httpx
+
+    return httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=None
+    )
+
+
 def shared_ssl_context() -> ssl.SSLContext:
     """The process's TLS context for clients that verify certificates (httpx's default settings)."""
     global _context
@@ -69,8 +87,7 @@ def process_client() -> Any:
         if _process_http is None or _process_http[0] != os.getpid():
             import httpx
 
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
-            _process_http = (os.getpid(), httpx.Client(limits=limits, verify=shared_ssl_context()))
+            _process_http = (os.getpid(), httpx.Client(limits=pool_limits(None), verify=shared_ssl_context()))
         return _process_http[1]
 
 
@@ -79,9 +96,12 @@ def pooled_client(base_url: str, *, timeout: float, max_workers: int, transport:
     thread of the caller) and the shared TLS context."""
     import httpx
 
-    limits = httpx.Limits(max_connections=max_workers, max_keepalive_connections=max_workers)
     return httpx.Client(
-        base_url=base_url, timeout=timeout, limits=limits, transport=transport, verify=shared_ssl_context()
+        base_url=base_url,
+        timeout=timeout,
+        limits=pool_limits(max_workers),
+        transport=transport,
+        verify=shared_ssl_context(),
     )
 
 
