@@ -233,6 +233,67 @@ def test_a_tests_clock_starts_when_its_solution_process_exists(sb, monkeypatch):
     assert slow_load.outcomes[0].reason == "timed out after 0.5 s"  # its top-level code is on the clock
 
 
+# a solution that computes for a fixed amount of CPU (~0.15 s on this machine, calibrated by the test)
+BUSY_ADD = """
+def add(a, b):
+    n = 0
+    for _ in range(ROUNDS):
+        n += 1
+    return a + b
+"""
+
+
+def test_a_busy_machine_does_not_time_out_an_honest_solution(sb):
+    """The limit is the solution's time, not the machine's: beside six CPU-bound processes per core, a
+    solution that needs 0.15 s of CPU takes longer than its 0.5-s limit on the wall clock, and passes (on a
+    wall-clock limit all three tests timed out)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    calibration: dict = {}
+    exec(BUSY_ADD.replace("ROUNDS", str(1 << 20)), calibration)
+    start = time.process_time()
+    calibration["add"](1, 2)
+    rounds = int((1 << 20) * 0.15 / max(time.process_time() - start, 1e-3))
+    code = BUSY_ADD.replace("ROUNDS", str(rounds))
+    # each in a session of its own: the kernel shares the CPU between sessions first (autogroup), so spinners
+    # in the test's session would only ever take the test's share
+    spin = [sys.executable, "-c", "while True: pass"]
+    spinners = [subprocess.Popen(spin, start_new_session=True) for _ in range(6 * (os.cpu_count() or 1))]
+    try:
+        report = run_code_tests(code, ADD_TESTS, sandbox=sb, timeout=0.5)
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+    assert report.infra_error is None and report.all_passed, report
+
+
+# appended to the harness's source: the schedstat clock claims the driver waited for a CPU all along, i.e.
+# a machine so busy that the solution gets no time at all
+STARVING = """
+_real_run_delay = run_delay
+def run_delay(path):
+    return time.monotonic() if "thread-self" in path else _real_run_delay(path)
+"""
+
+
+def test_a_test_the_machine_starves_of_cpu_is_the_sandboxs_error_never_a_fail(sb, monkeypatch):
+    from toolgym.rewards.code import harness, runner
+
+    monkeypatch.setattr(runner, "_HARNESS_SOURCE", runner._HARNESS_SOURCE + STARVING)
+    sleeps = "import time\ndef add(a, b):\n    time.sleep(60)\n"
+    report = run_code_tests(sleeps, ADD_TESTS[:1], sandbox=sb, timeout=0.2)
+    # not timed out at 0.2 s (it got none of its time), but cut at 10x on the wall clock: not an outcome
+    assert report.infra_error is not None and report.infra_error.startswith("test 0: not timed: the machine")
+    assert f"in {0.2 * harness.STARVED_FACTOR:.0f}." in report.infra_error, report
+    task = Task(id="a", prompt="", data={"tests": ADD_TESTS[:1]})
+    verdict = CodeTestsVerifier(sandbox=sb, timeout=0.2).verify(task, sleeps)
+    assert verdict.error is not None and "the machine is too busy" in verdict.error and verdict.reward == 0.0
+
+
 def test_async_batch(sb):
     async def main():
         codes = ["def add(a, b):\n    return a + b\n", "def add(a, b):\n    return a - b\n"] * 6

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import signal
 import time
+import types
 
 import pytest
 from pydantic import ValidationError
 
 from toolgym.sandbox import STATUSES, ExecResult, Limits, get_sandbox, local
 from toolgym.sandbox.fsview import exposed_paths, under_tmp
+from toolgym.sandbox.run_status import classify_run
 
 
 def python_dirs_in_tmp() -> list[str]:
@@ -145,6 +147,22 @@ def test_cpu_limit_is_reported_as_timeout(sb):
     seen = (res.status, res.detail, res.signal, res.cpu_s, res.wall_s)
     assert res.status == "timeout" and res.detail == "CPU time limit of 1 s exceeded", seen
     assert res.cpu_s >= 0.8  # it spent its CPU budget, the one passed to this call (the sandbox's is 5 s)
+
+
+@pytest.mark.parametrize(
+    ("cpu_s", "status"),
+    [(0.874, "timeout"), (0.4, "killed")],
+    ids=["the-kernels-clock-ran-ahead", "killed-early"],
+)
+def test_a_sigkill_counts_as_the_cpu_limit_by_the_cpu_the_run_used(cpu_s, status):
+    """The kernel kills at RLIMIT_CPU on its tick-sampled clock, ahead of wait4's precise time under load (a
+    1-s limit killed a spin at 0.874 s in CI): that is the CPU limit. A SIGKILL well before it is not."""
+    usage = types.SimpleNamespace(ru_utime=cpu_s - 0.004, ru_stime=0.004, ru_maxrss=10_000)
+    limits = {"cpu_s": 1, "memory_bytes": 512 * 1024**2}
+    result = classify_run(signal.SIGKILL, usage, 1.9, None, limits, 30.0, [b'{"ready": true}'])
+    assert result["status"] == status and result["signal"] == signal.SIGKILL
+    expected = "CPU time limit of 1 s exceeded" if status == "timeout" else "killed by signal SIGKILL"
+    assert result["detail"] == expected
 
 
 def test_memory_limit(sb):

@@ -70,6 +70,7 @@ from toolgym.sandbox.protocol import (
     wipe,
 )
 from toolgym.sandbox.run_status import classify_run
+from toolgym.util.program_clock import ProgramClock
 
 _READ_CHUNK = 1 << 16
 _STATUS_CAP = 1 << 16
@@ -341,10 +342,19 @@ class ForkServer:
         chunk = memoryview(self.chunk)
         next_memory_check = t0 + MEMORY_CHECK_S
         host_pid: int | None = None
+        clock: ProgramClock | None = None  # clock="program": the program's own time (set when it starts)
         try:
             while not exited and reason is None:
                 now = time.monotonic()
                 remaining = deadline - now
+                if remaining <= 0 and clock is not None:
+                    wait = clock.next_check()
+                    if wait > 0:  # it was kept from a CPU: not its time yet
+                        deadline = now + wait
+                        continue
+                    starved = clock.starved()
+                    reason = "timeout" if starved is None else "starved"
+                    break
                 if remaining <= 0:
                     reason = "timeout" if started else "setup_timeout"
                     break
@@ -383,6 +393,13 @@ class ForkServer:
                                 start = _program_start(status_frames[0], t0, time.monotonic())
                                 if start is not None:
                                     started, deadline = True, start + timeout
+                                    if limits.get("clock") == "program":
+                                        host_pid = host_pid or host_pid_of(pidfd)
+                                        if host_pid:
+                                            waiters = (f"/proc/{host_pid}/schedstat",)
+                                            clock = ProgramClock(host_pid, timeout, waiters, start)
+            # the program's own time, read while its process is still there (a zombie at worst)
+            program_s = clock.used(scan=reason is not None)[0] if clock is not None else None
             if reason:
                 os.kill(pid, signal.SIGKILL)
             _, wait_status, usage = os.wait4(pid, 0)
@@ -393,7 +410,13 @@ class ForkServer:
             self._kill_leftovers(pid, uid)
         for fd in list(open_fds):  # everything in the child's namespace is dead: drain to EOF
             self._drain(fd, streams.get(fd), status_reader if fd == fds["ctl"] else None, status_frames)
-        return classify_run(wait_status, usage, wall, reason, limits, timeout, status_frames)
+        result = classify_run(wait_status, usage, wall, reason, limits, timeout, status_frames)
+        if program_s is not None:
+            result["program_s"] = program_s
+            if reason == "starved":
+                got = f"{program_s:.2f} s of its {timeout:g} s in {wall:.1f} s"
+                result["detail"] = f"not timed: the machine is too busy (the program got {got})"
+        return result
 
     def _kill_leftovers(self, pid: int, uid: int) -> None:
         """Without a pid namespace: kill the process group, and (as root) every process of the run's uid."""

@@ -7,6 +7,8 @@ space, 64 KiB of output kept per stream.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 KiB = 1024
@@ -29,6 +31,13 @@ class Limits(BaseModel):
     tail, with a marker in between); ``max_output_total_bytes`` is how much a stream may produce before the
     program is killed with status ``output_limit``. ``disk_bytes`` bounds the private tmpfs (``/tmp``, the
     working directory) and ``file_size_bytes`` each single file (``RLIMIT_FSIZE``).
+
+    ``clock="program"`` makes ``timeout_s`` the program's own time instead (``toolgym.util.program_clock``):
+    the wall time less what its first process waited for a CPU, or its process group's CPU time where that
+    is larger, so a busy machine does not time out a fast program (the code verifier's stdin tests). A run
+    that has not had its time by ``STARVED_FACTOR`` (10) times ``timeout_s`` on the wall clock is ended as a
+    ``sandbox_error`` ("the machine is too busy"), never a time-out. ``LocalSandbox.run`` only: a session's
+    calls keep the wall clock (the code verifier's harness, run in a session, times its tests itself).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -42,6 +51,7 @@ class Limits(BaseModel):
     disk_bytes: int = Field(128 * MiB, ge=1 * MiB)
     open_files: int = Field(256, ge=16, le=65536)
     processes: int = Field(64, ge=1, le=4096)
+    clock: Literal["wall", "program"] = "wall"
 
     @model_validator(mode="after")
     def _total_covers_kept(self) -> Limits:

@@ -47,6 +47,7 @@ from toolgym.sandbox.limits import Limits
 from toolgym.sandbox.processes import process_table, tree_memory
 from toolgym.sandbox.result import ExecResult, IsolationReport
 from toolgym.sandbox.session import Session, SessionProcess
+from toolgym.util.program_clock import STARVED_FACTOR
 
 log = logging.getLogger("toolgym.sandbox")
 
@@ -349,7 +350,9 @@ class LocalSandbox(Sandbox):
         payload = {"code": code, "stdin": stdin, "files": files}
         try:
             with self._server() as server:
-                reply = server.run(header, payload, timeout=wall + SETUP_TIMEOUT_S + _REPLY_GRACE)
+                # clock="program": a busy machine stretches a run up to STARVED_FACTOR times on the wall clock
+                longest = wall * (STARVED_FACTOR if lim.clock == "program" else 1.0)
+                reply = server.run(header, payload, timeout=longest + SETUP_TIMEOUT_S + _REPLY_GRACE)
         except ServerDied as exc:
             return self._sandbox_error(str(exc))
         return ExecResult(**reply, isolation=self._report)

@@ -60,6 +60,9 @@ class ExecResult(BaseModel):
     (``detail`` says why), ``infra_reset`` when that loss was the sandbox's doing and not the program's (its
     fork server died, the sandbox restarted, its idle slot was given away), and ``session_wait_s``, the
     seconds this call waited for a session slot (``toolgym.sandbox.capacity``).
+
+    ``program_s``: with ``Limits(clock="program")``, the program's own time (``toolgym.util.program_clock``),
+    the seconds its ``timeout`` was judged on; None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -79,6 +82,7 @@ class ExecResult(BaseModel):
     session_reset: bool = False
     infra_reset: bool = False
     session_wait_s: float = 0.0
+    program_s: float | None = None
 
     @property
     def ok(self) -> bool:

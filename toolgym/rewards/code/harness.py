@@ -71,6 +71,19 @@ class _TestTimeout(BaseException):
     """The test's time is up (raised by the driver's own timer; BaseException so tests cannot catch it)."""
 
 
+# ------------------------------------------------------------------------------------------ the clock
+
+# A test's limit is the solution's own time (``toolgym.util.program_clock``). In a sandbox the runner
+# runs that module's source ahead of this one's, in the same namespace; imported here as a module, it comes
+# from toolgym.
+if "ProgramClock" not in globals():  # pragma: no branch
+    from toolgym.util.program_clock import STARVED_FACTOR, ProgramClock
+
+
+class _Starved(Exception):
+    """The machine kept a test's solution from a CPU past ``STARVED_FACTOR`` times its limit."""
+
+
 # ------------------------------------------------------------------------------------------ the codec
 
 
@@ -444,54 +457,72 @@ class Harness:
             sock.close()
 
     def _run_one(self, test, base, timeout):
-        """(passed, reason) of one test.
+        """(passed, reason, solution seconds) of one test; raises ``_Starved`` when it cannot be timed.
 
-        The test's ``timeout`` is the solution's time: its clock starts once the worker exists (compiling
-        the test and forking the worker come first, outside it) and covers the solution's load (its top-level
-        code) and every call. The driver's own timer and deadline enforce it; the worker cannot touch them.
+        The test's ``timeout`` is the solution's time (``ProgramClock``): its clock starts once the worker
+        exists (compiling the test and forking the worker come first, outside it) and covers the solution's
+        load (its top-level code) and every call. The driver's own timer enforces it, looking at the clock
+        whenever the limit could have been reached; the worker cannot touch either.
         """
-        armed = [False]
+        clock: list[ProgramClock | None] = [None]
 
         def on_alarm(signum, frame):
-            if armed[0]:
+            if clock[0] is None:
+                return
+            wait = clock[0].next_check()
+            if wait <= 0:
                 raise _TestTimeout()
+            signal.setitimer(signal.ITIMER_REAL, wait)
 
         signal.signal(signal.SIGALRM, on_alarm)
         worker = None
         try:
-            code = compile(test["src"], "<test>", "exec")
-            worker = self._spawn()
-            deadline = time.monotonic() + timeout  # the solution's clock starts here
-            armed[0] = True
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            hello = recv_frame(worker[1], deadline)
-            if type(hello) is not dict or hello.get("ready") is not True:
-                error = hello.get("error") if type(hello) is dict else None
-                return False, f"the solution failed to load: {str(error)[:_REASON_CHARS]}"
-            link = self.link
-            link.sock, link.gen, link.deadline = worker[1], link.gen + 1, deadline
-            ns = dict(base)
-            for name in test.get("proxy", ()):
-                ns[name] = Remote(link, ["g", name], name)
-            for name, module in test.get("modules", ()):
-                ns[name] = __import__(module, fromlist=["_"])
-            exec(code, ns)
-            return True, ""
-        except _TestTimeout:
-            return False, f"timed out after {timeout:g} s"
-        except AssertionError as exc:
-            message = _message(exc)
-            return False, "assertion failed" + (f": {message}" if message else "")
-        except SyntaxError as exc:
-            return False, f"the test does not compile: {_describe(exc)}"
-        except BaseException as exc:
-            return False, _describe(exc)
+            try:
+                code = compile(test["src"], "<test>", "exec")
+                worker = self._spawn()
+                # the solution's clock starts here; the driver's waits for a CPU are not its time either
+                waiters = (f"/proc/{worker[0]}/schedstat", "/proc/thread-self/schedstat")
+                clock[0] = started = ProgramClock(worker[0], timeout, waiters)
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+                hello = recv_frame(worker[1], started.cap)
+                if type(hello) is not dict or hello.get("ready") is not True:
+                    error = hello.get("error") if type(hello) is dict else None
+                    reason = f"the solution failed to load: {str(error)[:_REASON_CHARS]}"
+                    return False, reason, self._used(clock[0])
+                link = self.link
+                link.sock, link.gen, link.deadline = worker[1], link.gen + 1, started.cap
+                ns = dict(base)
+                for name in test.get("proxy", ()):
+                    ns[name] = Remote(link, ["g", name], name)
+                for name, module in test.get("modules", ()):
+                    ns[name] = __import__(module, fromlist=["_"])
+                exec(code, ns)
+                return True, "", self._used(clock[0])
+            except _TestTimeout:
+                raise
+            except AssertionError as exc:
+                message = _message(exc)
+                return False, "assertion failed" + (f": {message}" if message else ""), self._used(clock[0])
+            except SyntaxError as exc:
+                return False, f"the test does not compile: {_describe(exc)}", 0.0
+            except BaseException as exc:
+                return False, _describe(exc), self._used(clock[0])
+        except _TestTimeout:  # here too when the timer fires while an outcome is being recorded
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            starved = clock[0].starved() if clock[0] is not None else None
+            if starved:
+                raise _Starved(f"not timed: {starved}") from None
+            return False, f"timed out after {timeout:g} s", max(timeout, self._used(clock[0]))
         finally:
-            armed[0] = False
+            clock[0] = None
             signal.setitimer(signal.ITIMER_REAL, 0)
             self.link.sock = None
             if worker is not None:
                 self._kill(*worker)
+
+    @staticmethod
+    def _used(clock):
+        return clock.used(scan=False)[0] if clock is not None else 0.0
 
     def run(self, spec):
         """Run every test; write ``<nonce> <json>`` per test and a final ``done`` line to fd 1."""
@@ -507,20 +538,27 @@ class Harness:
         entry = spec.get("entry_point")
         if entry:
             base[entry] = base["candidate"] = Remote(self.link, ["g", entry], entry)
-        budget_end = time.monotonic() + spec["total_timeout"]
+        # the total budget is the solution's time summed over the tests, each on its own clock; the wall clock
+        # only bounds a run that a busy machine starves (its tests are then not timed: the sandbox's error)
+        total = spec["total_timeout"]
+        spent, wall_cap = 0.0, time.monotonic() + total * STARVED_FACTOR
         for i, test in enumerate(spec["tests"]):
+            record: dict[str, object] = {"i": i, "passed": False}
             if setup_error or self.load_error:
-                passed, reason = False, setup_error or f"the solution does not compile: {self.load_error}"
+                reason = setup_error or f"the solution does not compile: {self.load_error}"
+            elif total - spent <= 0:
+                reason = f"not run: the total budget of {total:g} s is used up"
+            elif time.monotonic() >= wall_cap:
+                reason, record["starved"] = "not timed: the machine is too busy", True
             else:
-                left = budget_end - time.monotonic()
-                if left <= 0:
-                    passed, reason = (
-                        False,
-                        f"not run: the total budget of {spec['total_timeout']:g} s is used up",
-                    )
-                else:
-                    passed, reason = self._run_one(test, base, min(spec["timeout"], left))
-            emit({"i": i, "passed": passed, "reason": reason[:_REASON_CHARS]})
+                try:
+                    limit = min(spec["timeout"], total - spent)
+                    record["passed"], reason, used = self._run_one(test, base, limit)
+                    spent += used
+                except _Starved as exc:
+                    reason, record["starved"] = str(exc), True
+            record["reason"] = reason[:_REASON_CHARS]
+            emit(record)
         emit({"done": len(spec["tests"])})
         with contextlib.suppress(OSError):
             self.zsock.close()

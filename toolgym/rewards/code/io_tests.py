@@ -2,11 +2,12 @@
 
 This is how contest data (APPS, TACO, CodeContests, LiveCodeBench, DeepCoder, PrimeIntellect) is judged.
 Each test runs the submission as a fresh program in its own sandbox child (every isolation layer, a
-per-test wall clock, CPU and memory limit). The wall clock starts when the program starts, after the
-child's setup (the fork server's clock, see ``toolgym.sandbox.limits.Limits``), so ``timeout`` is the
-program's own time on a slow or loaded runner too. Its output is compared here, in the verifier's process:
-the expected output never enters the sandbox, so printing it requires computing it, and nothing the
-program does (exiting early, printing a verdict, reading files) can change how it is judged.
+per-test time, CPU and memory limit). Its clock starts when the program starts, after the child's setup,
+and counts the program's own time, not what a busy machine kept it waiting for a CPU (``clock="program"``
+of ``toolgym.sandbox.limits.Limits``), so ``timeout`` means the same on a slow or loaded runner. Its
+output is compared here, in the verifier's process: the expected output never enters the sandbox, so
+printing it requires computing it, and nothing the program does (exiting early, printing a verdict,
+reading files) can change how it is judged.
 
 The checker is the usual contest checker (LiveCodeBench's, DeepCoder's): outputs are compared line by line,
 trailing whitespace of each line and trailing blank lines ignored; within a line, tokens (split on
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from toolgym.rewards.code.runner import CodeTestReport, TestOutcome
+from toolgym.util.program_clock import STARVED_FACTOR
 
 DEFAULT_FLOAT_TOLERANCE = 1e-6
 _MEMORY_BYTES = 1024**3
@@ -101,6 +104,7 @@ def _limits(sandbox: Any, tests: Sequence[Mapping[str, str]], timeout: float, me
     return sandbox.limits.model_copy(
         update={
             "timeout_s": timeout,
+            "clock": "program",  # the program's own time: a busy machine does not time out a fast program
             "cpu_s": timeout,
             "memory_bytes": max(memory_bytes, 64 * 1024**2),
             "max_output_bytes": max(sandbox.limits.max_output_bytes, cap),
@@ -120,12 +124,44 @@ def _outcome(res: Any, expected: str, float_tolerance: float | None) -> TestOutc
     return TestOutcome(False, f"{res.status}: {res.detail[:200]}" if res.detail else res.status)
 
 
+class _Budget:
+    """``total_timeout`` as the tests' own times summed (``ExecResult.program_s``, the wall time where a
+    sandbox has no such clock), checked when a test would start. Past ``STARVED_FACTOR`` times it on the wall
+    clock no test starts, and the tests not run make the report the sandbox's error, not fails."""
+
+    def __init__(self, total: float):
+        self.total, self.spent, self.starved = total, 0.0, False
+        self.cap = time.monotonic() + total * STARVED_FACTOR
+        self._lock = threading.Lock()
+
+    def may_start(self) -> bool:
+        with self._lock:
+            if self.spent >= self.total:
+                return False
+            if time.monotonic() >= self.cap:
+                self.starved = True
+                return False
+            return True
+
+    def add(self, res: Any) -> None:
+        with self._lock:
+            self.spent += res.program_s if getattr(res, "program_s", None) is not None else res.wall_s
+
+
 def _report(
-    results: Sequence[Any | None], tests: Sequence[Mapping[str, str]], float_tolerance: float | None, why: str
+    results: Sequence[Any | None],
+    tests: Sequence[Mapping[str, str]],
+    float_tolerance: float | None,
+    why: str,
+    budget: _Budget,
 ) -> CodeTestReport:
     broken = next((r for r in results if r is not None and r.status == "sandbox_error"), None)
     if broken is not None:
         return CodeTestReport((), infra_error=f"sandbox error: {broken.detail}")
+    if budget.starved:
+        cap = budget.total * STARVED_FACTOR
+        why_not = f"not timed: the machine is too busy (tests not run in {cap:g} s)"
+        return CodeTestReport((), infra_error=why_not)
     outcomes = tuple(
         TestOutcome(False, why) if r is None else _outcome(r, t["output"], float_tolerance)
         for r, t in zip(results, tests, strict=True)
@@ -154,22 +190,24 @@ def run_io_tests(
 ) -> CodeTestReport:
     """Run ``solution`` once per test (stdin = the test's input) on the sandbox's workers, in test order.
 
-    ``timeout`` (wall clock, and CPU) is each test's: passed down to the sandbox run, whose clock starts when
-    the program starts. ``stop_at_first_failure``: the rest are not run once one fails (an all-or-nothing
-    reward needs no more). Tests not started within ``total_timeout`` fail as "not run: total budget".
+    ``timeout`` (the program's own time, ``Limits(clock="program")``, and CPU) is each test's: passed down
+    to the sandbox run, whose clock starts when the program starts. ``stop_at_first_failure``: the rest are
+    not run once one fails (an all-or-nothing reward needs no more). Tests that would start once the tests
+    run so far used ``total_timeout`` of their own time fail as "not run: total budget".
     """
     sb = _sandbox(sandbox)
     limits = _limits(sb, tests, timeout, memory_bytes)
     results: list[Any | None] = [None] * len(tests)
-    deadline = time.monotonic() + total_timeout
+    budget = _Budget(total_timeout)
     failed = False
 
     def one(i: int) -> None:
         nonlocal failed
-        if time.monotonic() > deadline or (stop_at_first_failure and failed):
+        if (stop_at_first_failure and failed) or not budget.may_start():
             return
         res = sb.run(solution, stdin=tests[i]["input"], timeout=timeout, limits=limits)
         results[i] = res
+        budget.add(res)
         if not _outcome(res, tests[i]["output"], float_tolerance).passed:
             failed = True
 
@@ -177,7 +215,7 @@ def run_io_tests(
     with ThreadPoolExecutor(workers, thread_name_prefix="toolgym-io-tests") as pool:
         list(pool.map(one, range(len(tests))))
     why = "not run: an earlier test failed" if stop_at_first_failure and failed else "not run: total budget"
-    return _report(results, tests, float_tolerance, why)
+    return _report(results, tests, float_tolerance, why, budget)
 
 
 async def arun_io_tests(
@@ -195,7 +233,7 @@ async def arun_io_tests(
     sb = _sandbox(sandbox)
     limits = _limits(sb, tests, timeout, memory_bytes)
     results: list[Any | None] = [None] * len(tests)
-    deadline = time.monotonic() + total_timeout
+    budget = _Budget(total_timeout)
     failed = False
 
     turn = asyncio.Semaphore(max(1, int(getattr(sb, "workers", 1))))  # the budget is checked at the start
@@ -203,13 +241,14 @@ async def arun_io_tests(
     async def one(i: int) -> None:
         nonlocal failed
         async with turn:
-            if time.monotonic() > deadline or (stop_at_first_failure and failed):
+            if (stop_at_first_failure and failed) or not budget.may_start():
                 return
             res = await sb.arun(solution, stdin=tests[i]["input"], timeout=timeout, limits=limits)
+            budget.add(res)
         results[i] = res
         if not _outcome(res, tests[i]["output"], float_tolerance).passed:
             failed = True
 
     await asyncio.gather(*(one(i) for i in range(len(tests))))
     why = "not run: an earlier test failed" if stop_at_first_failure and failed else "not run: total budget"
-    return _report(results, tests, float_tolerance, why)
+    return _report(results, tests, float_tolerance, why, budget)

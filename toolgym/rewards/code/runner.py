@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.rewards.code.harness import SPAWN_TIMEOUT
+from toolgym.rewards.code.harness import SPAWN_TIMEOUT, STARVED_FACTOR
 from toolgym.rewards.code.plan import plan_test, setup_names
+from toolgym.util import program_clock
 
 DEFAULT_TEST_TIMEOUT = 3.0
 DEFAULT_TOTAL_TIMEOUT = 60.0
 BOOT_TIMEOUT = 20.0
 _HARNESS_SOURCE = Path(__file__).with_name("harness.py").read_text(encoding="utf-8")
+#: the harness's clock (stdlib only, like the harness): run ahead of it in the session's namespace
+_CLOCK_SOURCE = Path(program_clock.__file__).read_text(encoding="utf-8")
 _SLACK = 10.0
 
 
@@ -86,7 +89,11 @@ class _Job:
         # module names are no secret: the driver imports them at boot, before any solution code runs
         preload = sorted({m for plan in plans for m in plan.get("imports", ())})
         boot_args = f"{setup!r}, {solution!r}, {BOOT_TIMEOUT!r}, {preload!r}"
-        self.boot = f"{_HARNESS_SOURCE}\n_toolgym_harness = Harness({boot_args})\n"
+        self.boot = (
+            f"exec(compile({_CLOCK_SOURCE!r}, 'program_clock.py', 'exec'))\n"
+            f"exec(compile({_HARNESS_SOURCE!r}, 'harness.py', 'exec'))\n"
+            f"_toolgym_harness = Harness({boot_args})\n"
+        )
         self.boot_timeout = BOOT_TIMEOUT + _SLACK
         spec = {
             "nonce": self.nonce,
@@ -96,16 +103,19 @@ class _Job:
             "total_timeout": float(total_timeout),
         }
         self.run = f"_toolgym_harness.run({spec!r})\n"
-        # The driver enforces each test's `timeout` itself, from the moment its worker exists (load + calls);
-        # this outer bound only ends a driver that hangs. Per test: the worker's start (SPAWN_TIMEOUT at most,
-        # outside the test's clock), the test, a little for reporting; no test starts after `total_timeout`.
-        per_test = timeout + SPAWN_TIMEOUT + 0.5
-        self.run_timeout = min(total_timeout + per_test, self.n * per_test) + _SLACK
+        # The driver enforces each test's `timeout` itself, on the solution's clock from the moment
+        # its worker exists (load + calls); this outer bound only ends a driver that hangs. On the wall
+        # clock a test takes at most STARVED_FACTOR times its limit (a busy machine), plus the worker's
+        # start (SPAWN_TIMEOUT at most, off the test's clock) and a little for reporting; no test starts
+        # after the total budget.
+        per_test = timeout * STARVED_FACTOR + SPAWN_TIMEOUT + 0.5
+        self.run_timeout = min(total_timeout * STARVED_FACTOR + per_test, self.n * per_test) + _SLACK
 
     def report(self, res: Any) -> CodeTestReport:
         if res.session_reset:
             return CodeTestReport((), infra_error="the sandbox session was reset between calls", retry=True)
         found: dict[int, TestOutcome] = {}
+        starved: list[str] = []
         done = False
         prefix = self.nonce + " "
         for line in res.stdout.splitlines():
@@ -121,8 +131,13 @@ class _Job:
                 done = True
             elif type(record.get("i")) is int and 0 <= record["i"] < self.n:
                 found[record["i"]] = TestOutcome(record.get("passed") is True, str(record.get("reason", "")))
+                if record.get("starved") is True:
+                    starved.append(f"test {record['i']}: {record.get('reason', '')}")
         if not done and res.status == "sandbox_error":
             return CodeTestReport((), infra_error=f"sandbox error: {res.detail}")
+        if starved:  # a test the machine kept from a CPU has no outcome: the verdict is an error, never a 0
+            outcomes = tuple(found.get(i, TestOutcome(False, "")) for i in range(self.n))
+            return CodeTestReport(outcomes, infra_error="; ".join(starved[:3]))
         missing = f"no result: the harness stopped ({res.status})"
         return CodeTestReport(tuple(found.get(i, TestOutcome(False, missing)) for i in range(self.n)))
 
