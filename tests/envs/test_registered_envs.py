@@ -43,8 +43,11 @@ def test_same_seed_same_task_and_different_seeds_differ(env_id):
 @pytest.mark.parametrize("env_id", ENV_IDS)
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_oracle_scores_one_and_wrong_answer_zero(env_id, fmt):
+    """Four tasks in the first format, one in each other (the kit's own split, tests/testing's
+    test_builtin_envs_pass_the_kit: the formats change the parsing, not the verifier, and SWE-v0's verdicts
+    are a sandboxed test run each, 40 of them here at four tasks a format, ~150 s of a CI run)."""
     env = gym.make(env_id, action_format=fmt)
-    for seed in range(4):
+    for seed in range(4 if fmt == FORMATS[0] else 1):
         env.reset(seed=seed)
         task = env.unwrapped.task
         good = play_script(env, oracle_script(env_id, task), options={"task": task})

@@ -83,6 +83,7 @@ from typing import Any, Literal, Protocol
 from toolgym.core.task import Task
 from toolgym.core.types import Trajectory, Verdict
 from toolgym.rewards.base import Verifier
+from toolgym.rewards.swe_memo import MEMO, sandbox_token, verdict_key
 from toolgym.sandbox import Limits, Sandbox
 from toolgym.sandbox.driver import PROCESS_DRIVER, last_json
 from toolgym.sandbox.judge_driver import JUDGE_DRIVER, RUNNER
@@ -353,6 +354,7 @@ def run_tests(
     rebuild: Sequence[str] | None = None,
     xfail_counts: Iterable[str] | None = None,
     runner: Mapping[str, Any] | None = None,
+    plugin_autoload: bool = True,
 ) -> TestRun:
     """Run ``tests`` (pytest node ids) on ``archive`` + ``changes`` + ``test_files`` in a fresh sandbox
     child (see the module docstring). ``paths``: where the tree is in the child and the path it is run at.
@@ -364,7 +366,9 @@ def run_tests(
     compiled parts (``python`` is the run's interpreter), run first when a change touches a compiled
     source. ``xfail_counts``: the tests whose expected failure counts as passed (default: every one).
     ``runner``: the row's test command when it is not pytest (``toolgym.swe.runners.TestCommand.spec``:
-    its ``kind``, ``program``, ``args``, ``env``; ``files``: the test files it runs)."""
+    its ``kind``, ``program``, ``args``, ``env``; ``files``: the test files it runs). ``plugin_autoload``:
+    False runs pytest without the plugins its environment has installed (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``:
+    a repository whose suite needs none, toolgym's procedural world)."""
     if id_rule not in ID_RULES:
         raise ValueError(f"id_rule must be one of {ID_RULES}, not {id_rule!r}")
     if runner is not None and runner.get("kind", "pytest") not in RUNNER_KINDS:
@@ -389,6 +393,7 @@ def run_tests(
         "id_rule": id_rule,
         "runner": dict(runner) if runner is not None else None,
         "network": "loopback_network" in sandbox.isolation.active,
+        "plugin_autoload": plugin_autoload,
     }
     built_note = ""
     if rebuild and any(e[0].endswith(COMPILED_SOURCES) for e in kept):
@@ -583,9 +588,57 @@ def judge(
     id_rule: str = "exact",
     rebuild: Sequence[str] | None = None,
     runner: Mapping[str, Any] | None = None,
+    plugin_autoload: bool = True,
 ) -> Verdict:
     """The verdict on ``changes`` for a task with ``fail_to_pass`` / ``pass_to_pass`` in its data
-    (``runner``: the row's test command when it is not pytest; ``run_tests``)."""
+    (``runner``: the row's test command when it is not pytest; ``plugin_autoload``: ``run_tests``'). A
+    tree judged before in this process with the same tests, interpreter, runner, limits and sandbox gets
+    that verdict again (``toolgym.rewards.swe_memo``)."""
+    options: dict[str, Any] = {
+        "paths": paths,
+        "reward": reward,
+        "python": python,
+        "timeout": timeout,
+        "test_timeout": test_timeout,
+        "id_rule": id_rule,
+        "rebuild": list(rebuild) if rebuild is not None else None,
+        "runner": dict(runner) if runner is not None else None,
+        "plugin_autoload": plugin_autoload,
+    }
+    token = sandbox_token(sandbox)
+    if token is None:  # (a sandbox this process cannot tell from another: nothing remembered)
+        return _judge_now(sandbox, archive, changes, task, test_files, **options)
+    key = verdict_key(
+        {
+            "archive": archive,
+            "changes": _entries(changes),
+            "task": [task.id, list(task.data["fail_to_pass"]), list(task.data["pass_to_pass"])],
+            "test_files": dict(test_files),
+            "options": options,
+            "sandbox": [token, sorted(sandbox.isolation.active)],
+        }
+    )
+    return MEMO.verdict(key, lambda: _judge_now(sandbox, archive, changes, task, test_files, **options))
+
+
+def _judge_now(
+    sandbox: Sandbox,
+    archive: bytes,
+    changes: Changes,
+    task: Task,
+    test_files: Mapping[str, bytes | None],
+    *,
+    paths: tuple[str, str],
+    reward: str,
+    python: str,
+    timeout: float,
+    test_timeout: float,
+    id_rule: str,
+    rebuild: Sequence[str] | None,
+    runner: Mapping[str, Any] | None,
+    plugin_autoload: bool,
+) -> Verdict:
+    """``judge``'s verdict, made: the tests run."""
     f2p, p2p = list(task.data["fail_to_pass"]), list(task.data["pass_to_pass"])
     run = run_tests(
         sandbox,
@@ -602,6 +655,7 @@ def judge(
         xfail_counts=p2p,  # a FAIL_TO_PASS test that fails as expected has not been fixed
         runner=runner,
         files=list(runner["files"]) if runner is not None and "files" in runner else None,
+        plugin_autoload=plugin_autoload,
     )
     details: dict[str, Any] = {"ignored_changes": list(run.ignored)}
     if run.matched:

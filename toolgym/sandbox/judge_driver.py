@@ -100,6 +100,8 @@ def _tg_judge(ws, shown, python, runner):
     shown = _os.path.abspath(shown)  # (without the view: the tree in this child's own directory)
     env = {k: v for k, v in _os.environ.items() if not k.startswith("PYTHON")}
     env.update(PWD=shown, PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0", TOOLGYM_TESTBED=shown)
+    if not cfg.get("plugin_autoload", True):  # (a suite that needs no installed plugin: run_tests says)
+        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
            "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
            "id_rule": cfg.get("id_rule", "exact"), "runner": cfg.get("runner"),
