@@ -42,8 +42,11 @@ def _forge(keys):
                          % (_t, _w))
     _recs = [r.encode() for r in _recs]
     _recs.append(b'P {"finished": 0}')
-    _lines = b"".join(
-        _hm.new(k, r, _hl.sha256).hexdigest().encode() + b" " + r + b"\\n" for k in keys for r in _recs)
+    def _mac(k, r):
+        if isinstance(k, tuple):  # the key's padded forms: HMAC by its definition
+            return _hl.sha256(k[1] + _hl.sha256(k[0] + r).digest()).hexdigest()
+        return _hm.new(k, r, _hl.sha256).hexdigest()
+    _lines = b"".join(_mac(k, r).encode() + b" " + r + b"\\n" for k in keys for r in _recs)
     for _fd in range(3, 64):
         try:
             _os.write(_fd, _lines)
@@ -183,18 +186,54 @@ _forge([_v for _c in _codes for _o in gc.get_referrers(_c) for _v in (getattr(_o
         if isinstance(_v, bytes) and len(_v) == 32])
 """,
     "a key looked for in the runner's frames": FIND
+    + FORGE
     + """
-import hmac, hashlib, os
+_keys = []
 for _f in _frames():
     _vals = list(_f.f_locals.values())
-    for _v in _vals + [c for v in _vals if isinstance(v, list) for c in v]:
-        if isinstance(_v, bytes) and len(_v) == 32:
-            _d = b'E {"ran": "tests/test_ops.py::test_add", "returned": true}'
-            for _fd in range(3, 64):
-                try:
-                    os.write(_fd, hmac.new(_v, _d, hashlib.sha256).hexdigest().encode() + b" " + _d + b"\\n")
-                except OSError:
-                    pass
+    _keys += [_v for _v in _vals + [c for v in _vals if isinstance(v, list) for c in v]
+              if isinstance(_v, bytes) and len(_v) == 32]
+_forge(_keys)
+""",
+    "hmac.HMAC replaced to catch the key as the runner signs": FORGE
+    + """
+import hmac as _h
+_Real = _h.HMAC
+class _Catch(_Real):
+    def __init__(self, key, msg=None, digestmod=""):
+        if isinstance(key, bytes) and len(key) == 32:
+            _forge([key])
+        super().__init__(key, msg, digestmod)
+_h.HMAC = _Catch
+""",
+    "json's encoder replaced to reach the signing frame": FORGE
+    + """
+import json as _j, sys as _s
+_enc = _j._default_encoder
+class _Reach:
+    def encode(self, obj):
+        f = _s._getframe(1)
+        while f is not None:
+            keys = [v for v in f.f_locals.values() if isinstance(v, bytes) and len(v) == 32]
+            if keys:
+                _forge(keys)
+            f = f.f_back
+        return _enc.encode(obj)
+_j._default_encoder = _Reach()
+""",
+    "a signal handler that looks up the frame the hook signs in": FORGE
+    + """
+import signal as _sg, sys as _s
+def _look(signum, frame):
+    f = _s._getframe(1)
+    while f is not None:
+        if "_inner" in f.f_locals and "_outer" in f.f_locals:
+            _forge([(f.f_locals["_inner"], f.f_locals["_outer"])])
+        f = f.f_back
+_sg.signal(_sg.SIGPROF, _look)
+_sg.setitimer(_sg.ITIMER_PROF, 0.001, 0.001)
+_s.audit("toolgym.judge.unseen", list(range(3000000)))  # keeps the hook busy filtering
+_sg.setitimer(_sg.ITIMER_PROF, 0)
 """,
     "forged records written to every descriptor": """
 import os

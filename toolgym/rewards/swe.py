@@ -37,6 +37,13 @@ beside pytest). What holds by construction:
   its state out of what they return (called around the judge's filter, they are tampering;
   ``get_referents`` walks down from what its caller holds, and nothing there refers to the hook). The
   runner reports through ``sys.audit``; the hook signs and writes. A forked child's records are dropped.
+  While the hook runs, its frame holds the key, so it calls no Python code that the repository can reach:
+  it encodes its records itself and signs them with HMAC from ``hashlib.sha256`` bound before the
+  repository ran (``json.dumps`` looks up ``json._default_encoder`` and ``hmac.new`` looks up
+  ``hmac.HMAC``: each replaced, they climbed to the signing frame), compares only values of exact builtin
+  types (a ``str`` subclass's ``__eq__`` would run), holds off gc (no finalizer or gc callback runs in it),
+  and lets no exception out (its traceback would carry the frame). Code that runs anyway while it signs
+  (a signal handler, a finalizer) and looks up a frame is tampering.
 - *A pass needs evidence, never a report.* pytest's reports (``"P"`` records) can only take a pass away:
   any failed phase in any record wins. A listed test passed only when the hook wrote an ``"E"`` record that
   its own function returned: the runner wraps the test function for its call (inside a decorator's
@@ -52,14 +59,17 @@ What is a check (fail closed: the run stops, the verdict is 0 with ``details["ta
 pytest's, pluggy's and unittest's reporting classes and functions compared against their state before the
 repository could run, at every test's evidence (``unittest.TestCase.assertEqual`` made a no-op, a result
 class that swallows failures); and the means of reaching the runner's memory, seen by the hook: gc's own
-``get_objects`` and ``get_referrers`` (not the judge's), other threads' frames, trace and profile functions,
-ctypes on Python's C API or raw memory, functions or code objects made from the test's or the runner's
-code, and new audit hooks (refused).
+``get_objects`` and ``get_referrers`` (not the judge's), other threads' frames and exceptions, trace and
+profile functions, ctypes on Python's C API or raw memory, functions or code objects made from the test's
+or the runner's code, and new audit hooks (refused).
 
 What no in-process judge closes, and this one does not either: code that walks the interpreter's frames to
 the runner's wrapper during a call, or that rebinds the names a test's own code looks up (the test
-module's globals), or returns objects equal to everything, can still make a test pass. Python before 3.8
-has no audit hooks: there the outcomes are pytest's reports and the verdict says so (``details["sealed"]``).
+module's globals), or returns objects equal to everything, can still make a test pass. A Python signal
+handler is handed the frame it interrupted, with no audit event: one that fires while the hook runs is
+given the hook's frame (a package that sets a fast timer and keeps the hook busy can aim for that window).
+Python before 3.8 has no audit hooks: there the outcomes are pytest's reports and the verdict says so
+(``details["sealed"]``).
 ``tests/security/test_swe_in_process.py`` is the red team of all of the above.
 
 Reward 1 when every listed test passes (SWE-bench's *resolved*), else 0; ``reward="fraction"`` gives the

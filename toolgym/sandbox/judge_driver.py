@@ -312,7 +312,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     # returned) is written only when the hook itself finds that the call came from `called` below, around a
     # function whose code is the listed test file's (compiled from the file's bytes before the repository
     # could run).
-    import functools, hashlib, hmac, inspect, json, os, sys, threading, types
+    import functools, hashlib, inspect, json, os, sys, threading, types
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
         _audit("toolgym.judge", _dumps(record))
@@ -391,21 +391,50 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     watched = frozenset({
         "toolgym.judge", "toolgym.judge.ran", "toolgym.judge.unseen", "exec", "code.__new__",
         "function.__new__", "object.__setattr__", "object.__delattr__", "gc.get_objects", "gc.get_referrers",
-        "sys._current_frames", "sys.settrace", "sys.setprofile", "ctypes.dlsym",
+        "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile", "ctypes.dlsym",
         "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at", "sys.addaudithook", "socket.__new__",
-        "socket.getaddrinfo"})
+        "socket.getaddrinfo", "sys._getframe", "object.__getattr__"})
+    # the ways to a frame object (sys._getframe, a traceback's, generator's or coroutine's frame): only
+    # code that runs while the hook runs is refused them (below)
+    frame_events = frozenset({"sys._getframe", "object.__getattr__"})
     busy = set()
+    nested = set()  # threads whose hook is looking at an event raised while the hook ran
+    me = []  # the id of the hook's own code
     genuine = {}
     told = [] if not network else [True]  # (an inet socket on a sandbox without a network: said once)
     looked = set()  # the host names looked up beyond the machine (a test that needs a real network)
     private = set()  # the ids of the hook, its defaults and its mutable state: what gc's walks leave out
+    # While the hook runs, its frame holds what signs (its defaults are its locals), so nothing it calls may
+    # run Python code that the repository can reach: a function it could replace or wrap (json.dumps looks
+    # up json._default_encoder, hmac.new looks up hmac.HMAC and _hashlib's functions), a builtin looked up by
+    # name, a str or int subclass's __eq__ or __hash__. From there sys._getframe climbs to the hook's frame.
+    # So records are encoded here (flat objects of str and bool, with str.translate) and signed with HMAC
+    # as its definition has it (RFC 2104), from hashlib.sha256 bound now and the key's two padded forms:
+    # C functions only, on values of exact builtin types.
+    escapes = {ord('"'): '\\"', ord("\\"): "\\\\", **{c: "\\u%04x" % c for c in range(32)}}
+    def encode(record, _escapes=escapes, _type=type, _str=str, _bool=bool, _join=",".join):
+        parts = []
+        for name, value in record.items():
+            if _type(value) is _bool:
+                value = "true" if value else "false"
+            elif _type(value) is _str:
+                value = '"' + value.translate(_escapes) + '"'
+            else:
+                value = "null"
+            parts.append('"' + name + '":' + value)
+        return "{" + _join(parts) + "}"
+    padded = key + bytes(64 - len(key))  # sha256's block
+    inner = padded.translate(bytes(b ^ 0x36 for b in range(256)))
+    outer = padded.translate(bytes(b ^ 0x5C for b in range(256)))
     def hook(event, args, _watched=watched, _busy=busy, _genuine=genuine, _pristine=pristine, _told=told,
              _looked=looked, _private=private, _walkers=walkers, _referents=gc.get_referents, _list=list,
-             _any=any,
-             _emitters=emitters, _ours=frozenset(ours), _snapshot=snapshot, _key=key, _fd=fd,
+             _any=any, _int=int, _frame_events=frame_events, _nested=nested, _me=me,
+             _gc_isenabled=gc.isenabled, _gc_disable=gc.disable, _gc_enable=gc.enable,
+             _emitters=emitters, _ours=frozenset(ours), _snapshot=snapshot, _inner=inner, _outer=outer,
+             _fd=fd,
              _pid=os.getpid(), _getpid=os.getpid, _ident=threading.get_ident, _write=os.write,
-             _exit=os._exit, _getframe=sys._getframe, _new=hmac.new, _sha=hashlib.sha256,
-             _dumps=json.dumps, _id=id, _type=type, _str=str, _bool=bool, _len=len, _code=types.CodeType,
+             _exit=os._exit, _getframe=sys._getframe, _sha=hashlib.sha256,
+             _dumps=encode, _id=id, _type=type, _str=str, _bool=bool, _len=len, _code=types.CodeType,
              _function=types.FunctionType, _method=types.MethodType, _endswith=str.endswith,
              _startswith=str.startswith, _partition=str.partition, _rpartition=str.rpartition, _trace=trace,
              _root=root, _codes_in=codes_in, _old=sys.version_info < (3, 9), _RuntimeError=RuntimeError,
@@ -413,11 +442,34 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
         if event not in _watched:
             return
         if event == "sys.addaudithook":
-            raise _RuntimeError("refused")  # (no later hook may see the runner's frames from inside this one)
+            # (no later hook may see the runner's frames from inside this one; CPython drops the exception,
+            # so it never carries this frame out)
+            raise _RuntimeError("refused")
         tid = _ident()
-        if tid in _busy or _getpid() != _pid:
+        if tid in _busy:
+            if tid in _nested or _getpid() != _pid:
+                return
+            # an event raised while the hook runs: by the hook itself (its own sys._getframe), or by code that
+            # runs meanwhile (a signal handler, a finalizer). That code may not reach a frame, gc's lists or
+            # memory: this hook's frame, one above it, holds what signs
+            _nested.add(tid)
+            try:
+                if _id(_getframe(1).f_code) not in _me:
+                    data = b'E {"tampering":"' + event.encode() + b' while the judge signs a record"}'
+                    mac = _sha(_outer + _sha(_inner + data).digest()).hexdigest()
+                    try:
+                        _write(_fd, mac.encode() + b" " + data + b"\n")
+                    finally:
+                        _exit(70)
+            finally:
+                _nested.discard(tid)
+            return
+        if event in _frame_events or _getpid() != _pid:
             return
         _busy.add(tid)
+        collecting = _gc_isenabled()
+        if collecting:
+            _gc_disable()  # (no finalizer or gc callback runs while this frame holds what signs)
         try:
             kind, body, fatal = None, None, None
             if event == "toolgym.judge":
@@ -465,7 +517,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 if _type(code) is _code and _type(code.co_filename) is _str:
                     variants = _pristine.get(code.co_filename)
                     if variants is not None:
-                        if any(code == v for v in variants):
+                        if _any(code == v for v in variants):
                             _codes_in(code, _genuine)
                         else:
                             fatal = "the code run as " + code.co_filename + " is not that file's"
@@ -478,7 +530,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 if _id(_getframe(1).f_code) not in _walkers:
                     fatal = event + " (a way into the runner's memory)"
             elif event == "socket.__new__":
-                if not _told and _len(args) > 1 and args[1] in (2, 10):
+                if not _told and _len(args) > 1 and _type(args[1]) is _int and args[1] in (2, 10):
                     _told.append(True)
                     kind, body = b"P", _dumps({"network": "wanted"})
             elif event == "socket.getaddrinfo":
@@ -496,7 +548,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 if _len(args) and (_id(args[0]) in _genuine or _id(args[0]) in _ours):
                     fatal = "a function made from a test's or the runner's code"
             elif event in ("object.__setattr__", "object.__delattr__"):
-                if _len(args) > 1 and _type(args[0]) is _function and args[1] in (
+                if _len(args) > 1 and _type(args[0]) is _function and _type(args[1]) is _str and args[1] in (
                         "__code__", "__defaults__", "__kwdefaults__"):
                     code = args[0].__code__
                     if _id(code) in _genuine or _id(code) in _ours:
@@ -518,18 +570,24 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
             if fatal is not None:
                 kind, body = b"E", _dumps({"tampering": fatal})
             if kind is not None:
-                data = kind + b" " + body.encode()
+                data = kind + b" " + body.encode("utf-8", "backslashreplace")
                 try:
-                    _write(_fd, _new(_key, data, _sha).hexdigest().encode() + b" " + data + b"\n")
+                    mac = _sha(_outer + _sha(_inner + data).digest()).hexdigest()  # HMAC-SHA256
+                    _write(_fd, mac.encode() + b" " + data + b"\n")
                 except _OSError:
                     _exit(75)  # the channel was closed or replaced: no record can reach the judge
             if fatal is not None:
                 _exit(70)
+        except BaseException:
+            pass  # (an exception leaving the hook would carry its frame out in its traceback)
         finally:
             _busy.discard(tid)
+            if collecting:
+                _gc_enable()
     private.update(id(o) for o in (
         hook, hook.__defaults__, busy, genuine, told, looked, pristine, snapshot, private, *snapshot,
-        *(names for _, names in snapshot)))
+        *(names for _, names in snapshot), encode, encode.__defaults__, escapes, nested, me))
+    me.append(id(hook.__code__))
     sys.addaudithook(hook)
     return report, wrap
 
@@ -585,7 +643,9 @@ def _tg_tests(cfg, key):
     # tests/runtests.py), or SymPy's bin/test
     kind = (cfg.get("runner") or {}).get("kind", "pytest")
     run = {"pytest": _tg_pytest, "unittest": _tg_unittest, "sympy": _tg_sympy}[kind]
-    return run(cfg, key)
+    box = [key]
+    del key  # (this frame stays while the tests run: it must not hold the key, which the runner seals away)
+    return run(cfg, box.pop())
 
 def _tg_command_env(runner):
     # what the test command sets before its program: variables, and PYTHONWARNINGS as the warning filters
