@@ -314,3 +314,29 @@ def test_a_clone_missing_objects_names_the_repository_the_commit_and_the_fix(tmp
     (failed,) = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs").values()
     assert isinstance(failed, BuildFailed) and failed.step == "checkout", failed
     assert "is missing 1 object(s)" in failed.message and "Fetch the repository whole" in failed.message
+
+
+def test_a_base_commit_the_clone_cannot_give_is_skipped_and_the_environment_still_builds(tmp_path):
+    """astropy's 5.2 bases need a blob that a clone fetched without its largest files lacks: that build
+    (and every other one of the command) stopped on git's text. Now the base is skipped and listed, the
+    environment builds, and the base's rows are refused where they play with the clone's diagnosis."""
+    row = layout_row(tmp_path / "repos", "src")
+    clone = tmp_path / "repos" / "acme__src"
+    setup = row["base_commit"]
+    _git(clone, "checkout", "-q", "--detach", setup)
+    (clone / "data.bin").write_bytes(b"a large data file\n")
+    with open(clone / "pyproject.toml", "a") as fh:  # a dependency file changes: the build checks it out
+        fh.write("\n# the base's own\n")
+    _git(clone, "add", "data.bin", "pyproject.toml")
+    _git(clone, "commit", "-q", "-m", "a base with a data file")
+    base = _git(clone, "rev-parse", "HEAD")
+    blob = _git(clone, "rev-parse", f"{base}:data.bin")
+    (clone / ".git" / "objects" / blob[:2] / blob[2:]).unlink()  # left out of the clone
+    _git(clone, "checkout", "-q", "--detach", setup)
+    row.update(base_commit=base, environment_setup_commit=setup)
+    (manifest,) = build_all(plan([row]), tmp_path / "repos", tmp_path / "envs").values()
+    assert not isinstance(manifest, BuildFailed), manifest
+    assert list(manifest["bases_unreadable"]) == [base] and manifest["base_requirements"] == {}
+    with pytest.raises(RepoUnavailable) as caught:
+        RepoStore(tmp_path / "repos").snapshot("acme/src", base)
+    assert "is missing 1 object(s)" in str(caught.value) and "Fetch the repository whole" in str(caught.value)

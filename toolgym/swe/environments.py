@@ -171,8 +171,10 @@ class _Log:
         self.path = path
         self.fh = open(path, "w")  # noqa: SIM115 - open across the steps; close() closes it
         self.last_output = ""  # the last command's whole output (a failure's tail is in its message)
+        self.current = "python"  # the step in progress (what a failure that is not a BuildFailed names)
 
     def step(self, name: str) -> None:
+        self.current = name
         self.fh.write(f"\n=== {name} ===\n")
         self.fh.flush()
 
@@ -384,6 +386,21 @@ def site_packages(venv: Path) -> Path:
     return found[0]
 
 
+def _checkout_base(entry: EnvPlan, src: Path, base: str, log: _Log, unreadable: dict[str, str]) -> bool:
+    """Check ``base`` out in the build's checkout; False (recorded in ``unreadable``, the checkout back at the
+    setup commit) where the clone cannot give its tree: astropy's 5.2 bases need a blob that a clone
+    fetched without its largest files lacks. One base's rows are refused where they play, with the clone's
+    own diagnosis (``RepoStore.missing_objects``): the environment and its other rows are still built."""
+    try:
+        git(["checkout", "--quiet", "--force", "--detach", base], src)
+        return True
+    except RepoUnavailable as exc:
+        unreadable[base] = str(exc)
+        log.fh.write(f"base commit {base}: its tree cannot be read from the clone ({exc}); skipped here\n")
+        git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
+        return False
+
+
 def _bases_changing(entry: EnvPlan, src: Path, log: _Log, step: str, pathspecs: Sequence[str]) -> list[str]:
     """The plan's base commits (other than its setup commit), in order, where a file ``pathspecs`` names
     differs from the setup commit's."""
@@ -510,7 +527,10 @@ class EnvironmentStore:
             try:
                 found = pythons if pythons is not None else machine_pythons()
                 chosen = self._python(entry, found, download_python, log)
-                manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, chosen, timeout)
+                try:
+                    manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, chosen, timeout)
+                except RepoUnavailable as exc:  # git failed where no step expected it: this build fails alone
+                    raise BuildFailed(log.current, str(exc), log.path) from None
             except BuildFailed as exc:
                 log.close()
                 failed_dir = self.root / ".failed"
@@ -697,15 +717,18 @@ class EnvironmentStore:
         compiled = any(p.endswith((".so", ".pyd")) for p in generated)
         rebuild = REBUILD if compiled and (src / "setup.py").is_file() else None
         rebuilt: list[str] = []
+        unreadable: dict[str, str] = {}  # base commit -> why the clone cannot give its tree (_checkout_base)
         if rebuild is not None:
             ok = (
                 subprocess.run([python, "-I", "-c", "import setuptools"], capture_output=True).returncode == 0
             )
             if not ok:  # the judge's rebuild needs it (a 3.12+ venv is seeded with pip alone)
                 uv_install("rebuild", ["setuptools"])
-            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout)
+            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable)
 
-        added, variants = self._base_requirements(entry, src, log, uv, venv, uv_extra, run_env, timeout)
+        added, variants = self._base_requirements(
+            entry, src, log, uv, venv, uv_extra, run_env, timeout, unreadable
+        )
 
         runner = self._runner(recipe, src, log)
         # asked with the checkout as the workspace: the repository under test may be pytest itself
@@ -753,6 +776,7 @@ class EnvironmentStore:
             "base_overlays": rebuilt,
             "base_requirements": added,
             "base_environments": variants,
+            "bases_unreadable": unreadable,
             "build_s": round(time.monotonic() - started, 1),
             "size_bytes": _dir_size(tmp),
             "log": "build.log",
@@ -838,6 +862,7 @@ class EnvironmentStore:
         uv_extra: Sequence[str],
         env: Mapping[str, str],
         timeout: float,
+        unreadable: dict[str, str],
     ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
         """What each base commit that declares its dependencies otherwise than the setup commit needs:
         ``uv pip install --dry-run`` of the tree at that commit, against the environment as built (never the
@@ -853,7 +878,8 @@ class EnvironmentStore:
         variants: dict[str, dict[str, list[str]]] = {}
         for base in _bases_changing(entry, src, log, "base requirements", DEPENDENCY_FILES):
             log.step(f"requirements at {base[:12]}")
-            git(["checkout", "--quiet", "--force", "--detach", base], src)
+            if not _checkout_base(entry, src, base, log, unreadable):
+                continue
             try:
                 argv = [uv, "pip", "install", "--dry-run", "--python", python, *uv_extra, str(src)]
                 log.run("base requirements", argv, cwd=src, env=env, timeout=timeout)
@@ -889,6 +915,7 @@ class EnvironmentStore:
         python: str,
         env: Mapping[str, str],
         timeout: float,
+        unreadable: dict[str, str],
     ) -> list[str]:
         """Compiled parts per base commit whose compiled sources differ from the setup commit's: rebuilt at
         that commit once, packed as ``overlays/<commit>.tar`` (an episode starts with what it compiles to)."""
@@ -896,7 +923,8 @@ class EnvironmentStore:
         for base in _bases_changing(entry, src, log, "overlay", [f"*{e}" for e in COMPILED_SOURCES]):
             log.step(f"overlay at {base[:12]}")
             # --force: the pre_install edits of tracked files (the install's, done) give way to the base's
-            git(["checkout", "--quiet", "--force", "--detach", base], src)
+            if not _checkout_base(entry, src, base, log, unreadable):
+                continue
             argv = [python if word == "python" else word for word in REBUILD]
             log.run("overlay", argv, cwd=src, env=env, timeout=timeout)
             (tmp / "overlays").mkdir(exist_ok=True)
