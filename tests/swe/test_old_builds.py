@@ -2,13 +2,17 @@
 with `pkg_resources` and `setuptools.dep_util`, the legacy editable install where the build backend has no
 `build_editable`, the `pre_install` steps that edit the repository (and only those), a conda-only package
 in `environment.yml`, pytest as the repository under test, a base commit that declares a dependency its
-setup commit does not, `--exclude-newer` with pinned recipes, and a clone missing objects. The builds take
-PyPI's packages (setuptools<70, iniconfig, pytest and its dependencies)."""
+setup commit does not, `--exclude-newer` with pinned recipes, a clone missing objects, a source build that
+needs the environment's setuptools, and a compiled repository whose rebuild needs what only its build system
+declares, pytest 7.4 with a package imported before its conftest, and a submodule the build needs. The
+builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy, pytest and its
+dependencies)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import tarfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -34,22 +38,40 @@ LEGACY_BACKEND = (
     "build_wheel = _legacy.build_wheel\n"
     "build_sdist = _legacy.build_sdist\n"
 )
+#: a C module with one constant (the base commit's is 2: its compiled parts are its own)
+UNIT_C = (
+    "#include <Python.h>\n\n"
+    'static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_unit", NULL, -1, NULL};\n'
+    "PyMODINIT_FUNC PyInit__unit(void) {\n"
+    "    PyObject *m = PyModule_Create(&module);\n"
+    '    if (m != NULL && PyModule_AddIntConstant(m, "UNIT", 1) < 0) { Py_DECREF(m); return NULL; }\n'
+    "    return m;\n}\n"
+)
 AREA = "def rectangle(w, h):\n    return w * h\n"
 TESTS = "from oldpkg.area import rectangle\n\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n"
 
 
 def _row(
-    store: Path, name: str, files: dict[str, str], config: dict, base_files: dict | None = None, **extra
+    store: Path,
+    name: str,
+    files: dict[str, str],
+    config: dict,
+    base_files: dict | None = None,
+    tests: str = "tests/test_area.py",
+    gitlinks: dict | None = None,
+    **extra,
 ) -> dict:
     """A clone ``acme__<name>``: ``files`` at the setup commit, a base commit whose ``oldpkg/area.py`` adds
     instead of multiplying (where it has one) and that writes ``base_files``, and the row with ``config``
-    as its recipe."""
+    as its recipe (its test file at ``tests``; ``gitlinks``: submodule paths and the commits they pin)."""
     repo = store / f"acme__{name}"
     for rel, text in files.items():
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(text)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
+    for path, commit in (gitlinks or {}).items():
+        _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},{path}")
     _git(repo, "commit", "-qm", "first version")
     setup = _git(repo, "rev-parse", "HEAD")
     patch = test_patch = ""
@@ -61,17 +83,17 @@ def _row(
         (repo / "oldpkg/area.py").write_text(AREA)
         patch = _git(repo, "diff") + "\n"
         _git(repo, "checkout", "-q", "--", ".")
-        (repo / "tests").mkdir()
-        (repo / "tests/test_area.py").write_text(TESTS)
-        _git(repo, "add", "-N", "tests/test_area.py")
+        (repo / tests).parent.mkdir(exist_ok=True)
+        (repo / tests).write_text(TESTS)
+        _git(repo, "add", "-N", tests)
         test_patch = _git(repo, "diff") + "\n"
-        _git(repo, "rm", "-q", "--cached", "tests/test_area.py")
-        (repo / "tests/test_area.py").unlink()
+        _git(repo, "rm", "-q", "--cached", tests)
+        (repo / tests).unlink()
     return {
         "instance_id": f"acme__{name}-1", "repo": f"acme/{name}", "version": "1.0",
         "base_commit": _git(repo, "rev-parse", "HEAD"), "environment_setup_commit": setup,
         "patch": patch, "test_patch": test_patch, "problem_statement": "rectangle(2, 5) should be 10.",
-        "FAIL_TO_PASS": ["tests/test_area.py::test_rectangle"], "PASS_TO_PASS": [],
+        "FAIL_TO_PASS": [f"{tests}::test_rectangle"], "PASS_TO_PASS": [],
         "install_config": config, **extra,
     }  # fmt: skip
 
@@ -94,9 +116,15 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "oldpkg/__init__.py": "import pkg_resources  # noqa: F401\n"
             "from setuptools.dep_util import newer_group  # noqa: F401\n",
             "oldpkg/area.py": AREA,
+            # a dependency built from source whose setup.py imports what setuptools 70 dropped (astropy's
+            # extension-helpers and setuptools.dep_util): the newest setuptools cannot build it
+            "vendor/legacydep/setup.py": "from setuptools import setup\n"
+            "from setuptools.dep_util import newer_group  # noqa: F401\n\n"
+            "setup(name='legacydep', version='1.0', py_modules=['legacydep'])\n",
+            "vendor/legacydep/legacydep.py": "",
         },
         {
-            "pip_packages": [PYTEST_PIN],
+            "pip_packages": [PYTEST_PIN, "./vendor/legacydep"],
             "install": "python -m pip install -e .",
             "pre_install": [
                 "sed -i '/PRE_INSTALL_GUARD/d' setup.py",
@@ -157,16 +185,96 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "oldpkg/__init__.py": "import six\n\nassert six.__version__ == '1.16.0', six.__version__\n",
         },
     )  # fmt: skip
+    # a compiled repository whose setup.py imports what only its build system declares (astropy's
+    # extension_helpers): the rebuilds at the base commits run in the environment, which must have it; a
+    # declared requirement that would change an installed distribution (oldest-supported-numpy's numpy; here
+    # tox 3.0.0's pluggy<1) is not installed
+    rebuild = _row(
+        store,
+        "rebuild",
+        {
+            "pyproject.toml": '[build-system]\nrequires = ["setuptools", "six", "tox==3.0.0"]\n'
+            'build-backend = "setuptools.build_meta"\n',
+            "setup.py": "import six  # noqa: F401 - what the build system declares\n"
+            "from setuptools import Extension, setup\n\n"
+            "setup(name='oldpkg', version='1.0', packages=['oldpkg'], "
+            "ext_modules=[Extension('oldpkg._unit', ['oldpkg/_unit.c'])])\n",
+            ".gitignore": "*.so\nbuild/\n*.egg-info/\n",
+            "oldpkg/__init__.py": "from oldpkg._unit import UNIT  # noqa: F401\n",
+            "oldpkg/_unit.c": UNIT_C,
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+        base_files={"oldpkg/_unit.c": UNIT_C.replace('"UNIT", 1', '"UNIT", 2')},
+    )
+    # pytest 7.4 (astropy 4.3 to 5.2's recipes) registers a package's conftest.py twice, and collects
+    # nothing, where the package was imported by another path than the one pytest sees the tree at (the
+    # tree shown at /testbed through a link)
+    conftests = _row(
+        store,
+        "conftests",
+        {
+            "setup.py": plain + ")\n",
+            # a plugin of the package's own, loaded before the conftests (astropy's: pytest-astropy's)
+            "setup.cfg": "[tool:pytest]\naddopts = -p oldpkg.plugin\n",
+            "oldpkg/plugin.py": "",
+            "oldpkg/__init__.py": "",
+            "oldpkg/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef unit():\n    return 1\n",
+            "oldpkg/tests/__init__.py": "",
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": ["pytest==7.4.0"], "install": "python -m pip install -e ."},
+        tests="oldpkg/tests/test_area.py",
+    )
+    # a repository whose build needs a git submodule (astropy before 4.0: astropy_helpers, which its
+    # ah_bootstrap clones from GitHub during the build): the store holds the submodule's clone
+    helpers = store / "acme__helpers"
+    (helpers / "buildhelp.py").parent.mkdir(parents=True)
+    (helpers / "buildhelp.py").write_text("NAME = 'oldpkg'\n")
+    _git(helpers, "init", "-q")
+    _git(helpers, "add", "-A")
+    _git(helpers, "commit", "-qm", "the build helper")
+    helper_commit = _git(helpers, "rev-parse", "HEAD")
+    submodule = _row(
+        store,
+        "submodule",
+        {
+            ".gitmodules": '[submodule "helpers"]\n\tpath = helpers\n'
+            "\turl = https://github.com/acme/helpers.git\n",
+            "setup.py": "import sys\n\nsys.path.insert(0, 'helpers')\nfrom buildhelp import NAME\n"
+            "from setuptools import setup\n\nsetup(name=NAME, version='1.0', packages=['oldpkg'])\n",
+            "oldpkg/__init__.py": "",
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+        gitlinks={"helpers": helper_commit},
+    )
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
     dated["created_at"] = "2023-06-01T00:00:00Z"
-    rows = [legacy, conda, under_test, base_deps, base_pins, dated]
-    for row in rows[:5]:
+    rows = [legacy, conda, under_test, base_deps, base_pins, rebuild, conftests, submodule, dated]
+    for row in rows[:8]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
-    return {"root": root, "manifests": manifests}
+    return {"root": root, "manifests": manifests, "helper_commit": helper_commit}
+
+
+def _play_oracle_and_wrong(built: dict, task_id: str) -> None:
+    """The row's oracle scores 1 and a wrong answer 0, neither an error."""
+    root = built["root"]
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
+            env.reset(options={"task_id": task_id})
+            for action in script_texts(env, policy(env.unwrapped.task)):
+                _, got, _, _, info = env.step(action)
+            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
+    finally:
+        env.close()
 
 
 def _pin(manifest: dict, name: str) -> str:
@@ -193,6 +301,57 @@ def test_an_old_setuptools_project_installs_the_legacy_way_with_pkg_resources_an
             assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
     finally:
         env.close()
+
+
+def test_a_source_build_the_newest_setuptools_cannot_do_is_built_with_the_environments(built):
+    """uv builds a source distribution in an isolated environment with the newest setuptools; SWE-bench's
+    pip built a setup.py project with the environment's own. A build that fails so is tried again held to
+    the environment's setuptools, and the later builds keep it."""
+    manifest = built["manifests"]["acme/legacy"]
+    held = manifest["builds_held"]
+    assert held["setuptools"] == _pin(manifest, "setuptools").split("==")[1], held
+    assert held["reason"].startswith("step pip_packages: a source build failed"), held
+    assert any(p.startswith("legacydep @ file://") for p in manifest["pins"]), manifest["pins"]  # built
+    # a build that needed nothing held holds nothing
+    assert built["manifests"]["acme/conda"]["builds_held"] == {}
+
+
+def test_a_compiled_repositorys_build_requirements_are_in_the_environment_for_its_rebuilds(built):
+    manifest = built["manifests"]["acme/rebuild"]
+    needs = manifest["rebuild_requirements"]
+    # tox 3.0.0 requires pluggy<1, where the environment's pytest brought pluggy 1.x
+    assert needs["installed"] == ["six"] and list(needs["not_installed"]) == ["tox==3.0.0"], needs
+    assert "would change a distribution the environment has" in needs["not_installed"]["tox==3.0.0"]
+    assert _pin(manifest, "six") and not _pin(manifest, "pluggy").startswith("pluggy==0.")
+    (base,) = manifest["base_overlays"]  # rebuilt at its base commit, in the environment
+    root = built["root"]
+    with tarfile.open(root / "envs" / manifest["key"] / "overlays" / f"{base}.tar") as tar:
+        assert any(name.startswith("oldpkg/_unit") and name.endswith(".so") for name in tar.getnames())
+    env = gym.make(
+        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
+    )
+    try:
+        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
+            env.reset(options={"task_id": "acme__rebuild-1"})
+            assert env.unwrapped.task.data["base_commit"] == base
+            for action in script_texts(env, policy(env.unwrapped.task)):
+                _, got, _, _, info = env.step(action)
+            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
+    finally:
+        env.close()
+
+
+def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_pytest_7(built):
+    manifest = built["manifests"]["acme/conftests"]
+    assert _pin(manifest, "pytest") == "pytest==7.4.0"
+    _play_oracle_and_wrong(built, "acme__conftests-1")
+
+
+def test_a_submodule_the_build_needs_comes_from_the_store_never_the_network(built):
+    manifest = built["manifests"]["acme/submodule"]
+    assert manifest["submodules"] == {"helpers": f"acme/helpers at {built['helper_commit']}"}
+    assert built["manifests"]["acme/conda"]["submodules"] == {}
+    _play_oracle_and_wrong(built, "acme__submodule-1")
 
 
 def test_pre_install_runs_only_what_edits_the_checkout_and_lists_the_system_packages_missing(built):

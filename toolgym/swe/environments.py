@@ -66,9 +66,10 @@ from toolgym.swe.pre_install import (
     run_repository_step,
 )
 from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for
-from toolgym.swe.repos import RepoUnavailable, git, shared_repo_store
+from toolgym.swe.repos import RepoStore, RepoUnavailable, git, shared_repo_store
 from toolgym.swe.requirements import (
     RequirementsMissing,
+    build_requires,
     clean_lines,
     declared_extras,
     package_name,
@@ -106,6 +107,13 @@ SETUPTOOLS_DATE_WHY = (
     "the build tool, bounded by setuptools<70 instead: one of the row's date (before 66) writes versions "
     "that are not PEP 440 (sphinx 3.0's 3.0.2.dev-20261202), which uv refuses"
 )
+#: uv's words for a source distribution whose build failed (its backend's error follows)
+_SOURCE_BUILD_FAILED = re.compile(r"build backend returned an error|Failed to build")
+#: the build constraints file in a build's directory: the setuptools its source builds are held to
+BUILD_CONSTRAINTS = "build-constraints.txt"
+#: the oldest setuptools with the backend uv builds a ``setup.py`` project with (PEP 517's
+#: ``setuptools.build_meta:__legacy__``, 40.8.0): an environment with an older one has its builds held to it
+LEGACY_BACKEND_SINCE = (40, 8)
 #: how many packages a build under ``--exclude-newer`` may exempt from the date before it gives up
 MAX_DATE_EXEMPTIONS = 40
 #: the files where a project declares what it depends on: a row's base commit that changed one of them
@@ -386,6 +394,61 @@ def site_packages(venv: Path) -> Path:
     return found[0]
 
 
+#: a submodule's URL on a code host: ``owner/name`` is the clone the store holds for it
+#: ``git submodule`` allowed to clone from a local path (git 2.38 refuses the file protocol by default)
+_LOCAL_SUBMODULES = ("-c", "protocol.file.allow=always", "submodule")
+_HOSTED_URL = re.compile(r"(?:https?://|git@|git://)[^/:]+[/:]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
+
+
+def submodules_from_store(src: Path, store: RepoStore, log: _Log) -> dict[str, str]:
+    """Check the checkout's git submodules out from the repository store, never the network: each
+    submodule whose URL names ``owner/name`` on a code host is cloned from the store's ``owner__name`` at
+    the commit the tree pins. astropy before 4.0 builds with ``astropy_helpers``, a submodule that its
+    ``ah_bootstrap`` clones from GitHub during the build (SWE-bench's images had a network); without it
+    the build fails. Returns ``{path: what was done}`` ("owner/name at <commit>", or why it was not)."""
+    if not (src / ".gitmodules").is_file():
+        return {}
+    listed = git(["config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.url$"], src, check=False)
+    done: dict[str, str] = {}
+    for line in listed.splitlines():
+        key, _, url = line.partition(" ")
+        name = key[len("submodule.") : -len(".url")]
+        path = (
+            git(["config", "-f", ".gitmodules", f"submodule.{name}.path"], src, check=False).strip() or name
+        )
+        hosted = _HOSTED_URL.match(url.strip())
+        if hosted is None:
+            done[path] = f"not checked out: {url} names no repository the store could hold"
+            continue
+        repo = f"{hosted[1]}/{hosted[2]}"
+        try:
+            clone = store.clone_dir(repo)
+        except RepoUnavailable:
+            done[path] = f"not checked out: the store has no clone of {repo} ({repo.replace('/', '__')})"
+            continue
+        git(["config", f"submodule.{name}.url", str(clone.resolve())], src)
+        try:
+            git(
+                ["-c", "protocol.file.allow=always", "submodule", "update", "--init", "--quiet", "--", path],
+                src,
+            )
+        except RepoUnavailable as exc:
+            done[path] = f"not checked out from {repo}: {exc}"
+            continue
+        pinned = git(["rev-parse", f"HEAD:{path}"], src, check=False).strip()
+        done[path] = f"{repo} at {pinned}"
+    log.fh.write(f"submodules: {json.dumps(done)}\n")
+    return done
+
+
+def _update_submodules(src: Path) -> None:
+    """After a checkout, the submodules at the commits the new tree pins (from the store, as configured)."""
+    if (src / ".gitmodules").is_file():
+        git(
+            ["-c", "protocol.file.allow=always", "submodule", "update", "--init", "--quiet"], src, check=False
+        )
+
+
 def _checkout_base(entry: EnvPlan, src: Path, base: str, log: _Log, unreadable: dict[str, str]) -> bool:
     """Check ``base`` out in the build's checkout; False (recorded in ``unreadable``, the checkout back at the
     setup commit) where the clone cannot give its tree: astropy's 5.2 bases need a blob that a clone
@@ -393,6 +456,7 @@ def _checkout_base(entry: EnvPlan, src: Path, base: str, log: _Log, unreadable: 
     own diagnosis (``RepoStore.missing_objects``): the environment and its other rows are still built."""
     try:
         git(["checkout", "--quiet", "--force", "--detach", base], src)
+        _update_submodules(src)
         return True
     except RepoUnavailable as exc:
         unreadable[base] = str(exc)
@@ -575,6 +639,7 @@ class EnvironmentStore:
         date = exclusion_date(entry, exclude_newer)
         uv_extra = ["--exclude-newer", date] if date else []
         date_exempt: dict[str, str] = {}  # under exclude_newer: package -> why the date does not bound it
+        builds_held: dict[str, str] = {}  # the setuptools source builds are held to, and why (_hold_builds)
 
         log.step("checkout")
         src = tmp / "src"
@@ -589,6 +654,7 @@ class EnvironmentStore:
             git(["checkout", "--quiet", "--detach", entry.commit], src)
         except RepoUnavailable as exc:
             raise BuildFailed("checkout", str(exc), log.path) from None
+        submodules = submodules_from_store(src, store, log)
 
         log.step("python")
         log.fh.write(json.dumps(chosen) + "\n")
@@ -613,17 +679,28 @@ class EnvironmentStore:
             """``uv pip install ARGS``. Under ``exclude_newer`` the recipe's pins win and the date bounds the
             rest: a pinned name is exempt from the date, and when a resolution fails because the date
             filtered out what a pin needs (uv's hint names it), that package is exempt too and it runs
-            again (``tox==4.16.0`` on a 2021 row brings the ``cachetools`` it requires)."""
+            again (``tox==4.16.0`` on a 2021 row brings the ``cachetools`` it requires). A source build
+            that fails with the newest setuptools is tried again with the environment's own
+            (``_hold_builds``), and the builds after it keep that one."""
             for arg in args:
                 if "==" in arg and not arg.startswith("-") and package_name(arg) not in date_exempt:
                     date_exempt[package_name(arg)] = "pinned by the recipe"
+            first: tuple[BuildFailed, str] | None = None  # the failure that made this call hold its builds
             while True:
                 dated = [f"--exclude-newer-package={n}=false" for n in sorted(date_exempt) if uv_extra]
-                argv = [uv, "pip", "install", "--python", python, *uv_extra, *dated, *args]
+                held = ["--build-constraints", str(tmp / BUILD_CONSTRAINTS)] if builds_held else []
+                argv = [uv, "pip", "install", "--python", python, *uv_extra, *dated, *held, *args]
                 try:
                     log.run(step, argv, cwd=src, env=run_env, timeout=timeout)
                     return
-                except BuildFailed:
+                except BuildFailed as exc:
+                    if first is not None:  # holding the builds did not help: the first failure stands
+                        builds_held.clear()
+                        log.last_output = first[1]
+                        raise first[0] from None
+                    if not builds_held and self._hold_builds(step, python, tmp, log, builds_held):
+                        first = (exc, log.last_output)
+                        continue
                     newer = _filtered_by_date(log.last_output) - set(date_exempt)
                     if not uv_extra or not newer or len(date_exempt) >= MAX_DATE_EXEMPTIONS:
                         raise
@@ -717,6 +794,7 @@ class EnvironmentStore:
         compiled = any(p.endswith((".so", ".pyd")) for p in generated)
         rebuild = REBUILD if compiled and (src / "setup.py").is_file() else None
         rebuilt: list[str] = []
+        rebuild_needs: dict[str, Any] = {"installed": [], "not_installed": {}}
         unreadable: dict[str, str] = {}  # base commit -> why the clone cannot give its tree (_checkout_base)
         if rebuild is not None:
             ok = (
@@ -724,6 +802,7 @@ class EnvironmentStore:
             )
             if not ok:  # the judge's rebuild needs it (a 3.12+ venv is seeded with pip alone)
                 uv_install("rebuild", ["setuptools"])
+            rebuild_needs = self._rebuild_requirements(src, tmp, log, uv, python, uv_run, env)
             rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable)
 
         added, variants = self._base_requirements(
@@ -759,6 +838,7 @@ class EnvironmentStore:
             "pins": [line for line in pins.splitlines() if line.strip()],
             "not_installed": not_installed,
             "setuptools": setuptools,
+            "builds_held": builds_held,
             "editable": editable,
             "pre_install_run": pre_run,
             "pre_install_not_run": pre_not_run,
@@ -774,9 +854,11 @@ class EnvironmentStore:
             "compiled": compiled,
             "rebuild": list(rebuild) if rebuild else None,
             "base_overlays": rebuilt,
+            "rebuild_requirements": rebuild_needs,
             "base_requirements": added,
             "base_environments": variants,
             "bases_unreadable": unreadable,
+            "submodules": submodules,
             "build_s": round(time.monotonic() - started, 1),
             "size_bytes": _dir_size(tmp),
             "log": "build.log",
@@ -784,6 +866,37 @@ class EnvironmentStore:
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         return manifest
+
+    @staticmethod
+    def _hold_builds(step: str, python: str, tmp: Path, log: _Log, held: dict[str, str]) -> bool:
+        """After a source build failed, hold the builds to the environment's setuptools (``held`` says
+        which and why; True when the call should run again). uv builds each source distribution in an
+        isolated environment with the newest setuptools, where SWE-bench's pip, in its conda environment,
+        built a project without ``pyproject.toml`` with the environment's own; old ``setup.py`` files
+        import what newer setuptools dropped (``setuptools.dep_util``, 70; ``pkg_resources`` in astropy
+        3.1's ``ah_bootstrap``; ``setuptools.Feature``, 46). Not done where the failure was no source
+        build, nor where the environment has no setuptools. An environment's setuptools older than the
+        backend uv builds with (40.8.0: astropy 1.3's recipe pins 38.2.4) holds them to that one, the
+        nearest to it that can build (it still has ``setuptools.Feature``, which MarkupSafe 1.0 imports)."""
+        if not _SOURCE_BUILD_FAILED.search(log.last_output):
+            return False
+        ask = "import setuptools; print(setuptools.__version__)"
+        probe = subprocess.run([python, "-I", "-c", ask], capture_output=True, text=True)
+        version = probe.stdout.strip() if probe.returncode == 0 else ""
+        if not version:
+            return False
+        why = "SWE-bench's pip built such projects with the environment's own"
+        if tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < LEGACY_BACKEND_SINCE:
+            why = f"the environment has {version}, older than the backend uv builds with"
+            version = ".".join(map(str, LEGACY_BACKEND_SINCE)) + ".0"
+        (tmp / BUILD_CONSTRAINTS).write_text(f"setuptools=={version}\n")
+        held.update(
+            setuptools=version,
+            reason=f"step {step}: a source build failed with the newest setuptools in its isolated "
+            f"environment; {why}",
+        )
+        log.fh.write(f"source builds held to the environment's setuptools=={version} from here on\n")
+        return True
 
     @staticmethod
     def _runner(recipe: Recipe, src: Path, log: _Log) -> str:
@@ -889,6 +1002,7 @@ class EnvironmentStore:
                 continue
             finally:
                 git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
+                _update_submodules(src)
             plan = [m.groups() for m in map(_PLANNED.match, log.last_output.splitlines()) if m]
             removed = {package_name(name) for sign, name, _, _ in plan if sign == "-"}
             planned = [(name, version) for sign, name, version, source in plan if sign == "+" and not source]
@@ -905,6 +1019,52 @@ class EnvironmentStore:
                         cwd=src, env=env, timeout=timeout)  # fmt: skip
                 added[base] = new
         return added, variants
+
+    @staticmethod
+    def _rebuild_requirements(
+        src: Path,
+        tmp: Path,
+        log: _Log,
+        uv: str,
+        python: str,
+        uv_run: Callable[[str, Sequence[str]], None],
+        env: Mapping[str, str],
+    ) -> dict[str, Any]:
+        """Install what the project declares its build needs (``[build-system] requires``) and the
+        environment lacks, for the rebuild (``REBUILD``), which runs in the environment, not in an isolated
+        build environment as the install did: astropy's ``setup.py`` imports ``extension_helpers`` and
+        cythonizes with the ``cython`` its ``pyproject.toml`` pins, and its tests need neither. Every
+        installed distribution is held where it is (a constraint each): a requirement that would change
+        one (``oldest-supported-numpy`` pins an older numpy) is not installed, and the result says why.
+        Returns ``{"installed": [...], "not_installed": {requirement: why}}``."""
+        result: dict[str, Any] = {"installed": [], "not_installed": {}}
+        requires = build_requires(src)
+        if not requires:
+            return result
+        log.step("rebuild requirements")
+        pins = log.run("rebuild", [uv, "pip", "freeze", "--python", python], cwd=tmp, env=env, timeout=300)
+        held = [line for line in pins.splitlines() if "==" in line and not line.startswith("-")]
+        have = _names(line.split("==")[0] for line in held)
+        wanted = [r for r in requires if package_name(r) not in have]
+        if not wanted:
+            return result
+        (tmp / "installed.txt").write_text("\n".join(held) + "\n")
+        constrained = ["--constraints", str(tmp / "installed.txt")]
+        try:
+            uv_run("rebuild", [*constrained, *wanted])
+            result["installed"] = wanted
+            return result
+        except BuildFailed:
+            pass
+        for requirement in wanted:  # together they do not resolve: each that does, alone
+            try:
+                uv_run("rebuild", [*constrained, requirement])
+                result["installed"].append(requirement)
+            except BuildFailed as exc:
+                result["not_installed"][requirement] = (
+                    f"it would change a distribution the environment has, or does not resolve here ({exc})"
+                )
+        return result
 
     def _base_overlays(
         self,
@@ -931,6 +1091,7 @@ class EnvironmentStore:
             (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src)))
             done.append(base)
         git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
+        _update_submodules(src)
         return done
 
     @staticmethod

@@ -213,6 +213,16 @@ def registry_misses(output: str) -> set[str]:
     return {package_name(name) for name in found}
 
 
+def build_requires(src: Path) -> list[str]:
+    """What the project's ``pyproject.toml`` says its build needs (``[build-system] requires``); [] where it
+    has none or it does not parse (a ``setup.py`` project's build then needs setuptools alone)."""
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+        requires = tomllib.loads((src / "pyproject.toml").read_text()).get("build-system", {}).get("requires")
+        if isinstance(requires, list):
+            return [r.strip() for r in requires if isinstance(r, str) and r.strip()]
+    return []
+
+
 def declared_extras(src: Path) -> set[str]:
     """The optional-dependency groups the project declares (pyproject, setup.cfg, a literal in setup.py)."""
     found: set[str] = set()
