@@ -1012,11 +1012,14 @@ def _tg_pytest(cfg, key):
                     if path.startswith(root):
                         found.add((path[len(root):], getattr(code, "co_qualname", code.co_name)))
                 send({"covered": item.nodeid, "functions": sorted(found)})
-        @pytest.hookimpl(hookwrapper=True)
+        @pytest.hookimpl(hookwrapper=True, trylast=True)
         def pytest_runtest_call(self, item):
             # the test's own function, wrapped for the call: its return is the evidence that it passed
             # (pytest calls item.obj, a unittest.TestCase's method included; older pytest calls the method
-            # on the case, so it is wrapped there too)
+            # on the case, so it is wrapped there too). Innermost of the wrappers (trylast), so that the
+            # others see the test's own function: pytest's skipping plugin evaluates an xfail mark's
+            # string condition again after the call, in item.obj.__globals__ (astropy's
+            # @pytest.mark.xfail('MATPLOTLIB_LT_15') was a NameError in the wrapper's)
             undo = []
             obj = getattr(item, "obj", None) if wrap is not None else None
             path, name = test_name(item.nodeid)
@@ -1046,7 +1049,10 @@ def _tg_pytest(cfg, key):
         def pytest_sessionfinish(self, session, exitstatus):
             send({"finished": int(exitstatus)})
     send({"ready": True, "sealed": bool(wrap is not None)})
-    sys.path.insert(0, cfg["root"])  # as `python -m pytest` from the repository's root
+    # as `python -m pytest` from the repository's root, by the path pytest itself sees it at (the working
+    # directory's real path, where /testbed is a link): one module imported by two paths is two modules to
+    # pytest 7 (a package imported before pytest read its conftest.py had that conftest registered twice)
+    sys.path.insert(0, os.path.realpath(cfg["root"]))
     # (plugins imported before pytest started cannot have their asserts rewritten: pytest says so, needlessly)
     quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
     args = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", *quiet, *cfg["files"]]
