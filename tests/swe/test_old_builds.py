@@ -122,9 +122,14 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
             "from setuptools.dep_util import newer_group  # noqa: F401\n\n"
             "setup(name='legacydep', version='1.0', py_modules=['legacydep'])\n",
             "vendor/legacydep/legacydep.py": "",
+            # one whose setup.py imports what it does not declare (scitools-iris's sdist: six)
+            "vendor/needsix/setup.py": "import six  # noqa: F401\nfrom setuptools import setup\n\n"
+            "setup(name='needsix', version='1.0', py_modules=['needsix'])\n",
+            "vendor/needsix/setup.cfg": "[metadata]\nname = needsix\nversion = 1.0\n",  # uv names it
+            "vendor/needsix/needsix.py": "",
         },
         {
-            "pip_packages": [PYTEST_PIN, "./vendor/legacydep"],
+            "pip_packages": [PYTEST_PIN, "./vendor/legacydep", "./vendor/needsix"],
             "install": "python -m pip install -e .",
             "pre_install": [
                 "sed -i '/PRE_INSTALL_GUARD/d' setup.py",
@@ -314,6 +319,17 @@ def test_a_source_build_the_newest_setuptools_cannot_do_is_built_with_the_enviro
     assert any(p.startswith("legacydep @ file://") for p in manifest["pins"]), manifest["pins"]  # built
     # a build that needed nothing held holds nothing
     assert built["manifests"]["acme/conda"]["builds_held"] == {}
+
+
+def test_a_source_build_importing_what_it_does_not_declare_is_built_in_the_environment(built):
+    """pip built a setup.py project in the environment: what the environment had, the build had. uv builds
+    it in isolation, where an undeclared import fails; the module is installed and the package built in
+    the environment."""
+    manifest = built["manifests"]["acme/legacy"]
+    assert list(manifest["built_in_environment"]) == ["needsix"], manifest["built_in_environment"]
+    assert "its build imports six, which it does not declare" in manifest["built_in_environment"]["needsix"]
+    assert _pin(manifest, "six") and any(p.startswith("needsix @ file://") for p in manifest["pins"])
+    assert built["manifests"]["acme/conda"]["built_in_environment"] == {}
 
 
 def test_a_compiled_repositorys_build_requirements_are_in_the_environment_for_its_rebuilds(built):

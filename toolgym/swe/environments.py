@@ -114,6 +114,13 @@ BUILD_CONSTRAINTS = "build-constraints.txt"
 #: the oldest setuptools with the backend uv builds a ``setup.py`` project with (PEP 517's
 #: ``setuptools.build_meta:__legacy__``, 40.8.0): an environment with an older one has its builds held to it
 LEGACY_BACKEND_SINCE = (40, 8)
+#: a recipe's exact setuptools pin (``setuptools==68.0.0``), installed before the other packages
+_SETUPTOOLS_PIN = re.compile(r"setuptools==[0-9][0-9A-Za-z.]*")
+#: how many remedies (``_hold_builds``, ``_build_here``) one install may try after its builds failed
+MAX_BUILD_REMEDIES = 4
+#: uv's words for the distribution whose source build failed, and the module that build could not import
+_FAILED_BUILD_OF = re.compile(r"Failed to build `([A-Za-z0-9._-]+?)(?:==| @ |`)")
+_NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_]+)")
 #: how many packages a build under ``--exclude-newer`` may exempt from the date before it gives up
 MAX_DATE_EXEMPTIONS = 40
 #: the files where a project declares what it depends on: a row's base commit that changed one of them
@@ -640,6 +647,7 @@ class EnvironmentStore:
         uv_extra = ["--exclude-newer", date] if date else []
         date_exempt: dict[str, str] = {}  # under exclude_newer: package -> why the date does not bound it
         builds_held: dict[str, str] = {}  # the setuptools source builds are held to, and why (_hold_builds)
+        built_here: dict[str, str] = {}  # packages built in the environment, not in isolation (_build_here)
 
         log.step("checkout")
         src = tmp / "src"
@@ -685,22 +693,35 @@ class EnvironmentStore:
             for arg in args:
                 if "==" in arg and not arg.startswith("-") and package_name(arg) not in date_exempt:
                     date_exempt[package_name(arg)] = "pinned by the recipe"
-            first: tuple[BuildFailed, str] | None = None  # the failure that made this call hold its builds
+            first: tuple[BuildFailed, str] | None = None  # the failure a remedy below was tried for
+            remedies: list[str] = []  # what this call changed for its builds ("held", or a package's name)
             while True:
                 dated = [f"--exclude-newer-package={n}=false" for n in sorted(date_exempt) if uv_extra]
                 held = ["--build-constraints", str(tmp / BUILD_CONSTRAINTS)] if builds_held else []
-                argv = [uv, "pip", "install", "--python", python, *uv_extra, *dated, *held, *args]
+                here = [f"--no-build-isolation-package={name}" for name in sorted(built_here)]
+                argv = [uv, "pip", "install", "--python", python, *uv_extra, *dated, *held, *here, *args]
                 try:
                     log.run(step, argv, cwd=src, env=run_env, timeout=timeout)
                     return
                 except BuildFailed as exc:
-                    if first is not None:  # holding the builds did not help: the first failure stands
-                        builds_held.clear()
+                    first = first or (exc, log.last_output)
+                    if len(remedies) < MAX_BUILD_REMEDIES:
+                        if not builds_held and self._hold_builds(step, python, tmp, log, builds_held):
+                            remedies.append("held")
+                            continue
+                        install = [uv, "pip", "install", "--python", python, *uv_extra]
+                        name = self._build_here(step, install, src, run_env, timeout, log, built_here)
+                        if name is not None:
+                            remedies.append(name)
+                            continue
+                    if remedies:  # they did not help: the first failure stands, and they are undone
+                        for remedy in remedies:
+                            if remedy == "held":
+                                builds_held.clear()
+                            else:
+                                built_here.pop(remedy, None)
                         log.last_output = first[1]
                         raise first[0] from None
-                    if not builds_held and self._hold_builds(step, python, tmp, log, builds_held):
-                        first = (exc, log.last_output)
-                        continue
                     newer = _filtered_by_date(log.last_output) - set(date_exempt)
                     if not uv_extra or not newer or len(date_exempt) >= MAX_DATE_EXEMPTIONS:
                         raise
@@ -715,6 +736,12 @@ class EnvironmentStore:
         named = _names([*recipe.packages.split(), *recipe.pip_packages, *recipe.requirements])
         if "setuptools" in named:
             setuptools = {"requirement": None, "reason": "the recipe names setuptools: its own wins"}
+            pinned = [
+                r for r in [*recipe.pip_packages, *recipe.packages.split()] if _SETUPTOOLS_PIN.fullmatch(r)
+            ]
+            if pinned:  # first, so that what the steps before the one naming it build in it has it too
+                setuptools.update(requirement=pinned[0], reason="the recipe's own pin, installed first")
+                uv_install("setuptools", pinned[:1])
         else:
             setuptools = {"requirement": SETUPTOOLS_BOUND, "reason": SETUPTOOLS_WHY}
             if uv_extra:  # the bound, not the date, chooses it: in the builds' isolated environments too
@@ -839,6 +866,7 @@ class EnvironmentStore:
             "not_installed": not_installed,
             "setuptools": setuptools,
             "builds_held": builds_held,
+            "built_in_environment": built_here,
             "editable": editable,
             "pre_install_run": pre_run,
             "pre_install_not_run": pre_not_run,
@@ -897,6 +925,40 @@ class EnvironmentStore:
         )
         log.fh.write(f"source builds held to the environment's setuptools=={version} from here on\n")
         return True
+
+    @staticmethod
+    def _build_here(
+        step: str,
+        install: Sequence[str],
+        src: Path,
+        env: Mapping[str, str],
+        timeout: float,
+        log: _Log,
+        built_here: dict[str, str],
+    ) -> str | None:
+        """After a source build failed importing a module it does not declare (scitools-iris's sdist imports
+        ``six`` in its ``setup.py``): install that module's distribution into the environment, by the
+        module's name, and build the package there instead of in an isolated environment, as pip built a
+        ``setup.py`` project before PEP 517 (SWE-bench's conda environments: what the environment had, the
+        build had). Returns the package's name (``built_here`` says why), or None where the failure was
+        not that, or the package is built here already, or the module does not install by its name.
+        ``install``: ``uv pip install`` into the environment, with the build's date bound."""
+        output = log.last_output
+        package, module = _FAILED_BUILD_OF.search(output), _NO_MODULE.search(output)
+        if package is None or module is None or package_name(package[1]) in built_here:
+            return None
+        name, wanted = package_name(package[1]), module[1].split(".")[0]
+        try:
+            log.run(step, [*install, wanted], cwd=src, env=env, timeout=timeout)
+        except BuildFailed:
+            log.fh.write(f"{name}'s build imports {wanted}, which does not install by that name here\n")
+            return None
+        built_here[name] = (
+            f"step {step}: its build imports {wanted}, which it does not declare: built in the environment, "
+            f"with {wanted} installed there, as pip built setup.py projects"
+        )
+        log.fh.write(f"{name} is built in the environment from here on ({wanted} installed)\n")
+        return name
 
     @staticmethod
     def _runner(recipe: Recipe, src: Path, log: _Log) -> str:
