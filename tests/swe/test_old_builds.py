@@ -20,7 +20,7 @@ import pytest
 
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.envs.swe import swe_oracle, swe_wrong
-from toolgym.swe.environments import BuildFailed, build_all, plan
+from toolgym.swe.environments import BuildFailed, build_all, egg_requirements, plan
 from toolgym.swe.pre_install import apt_packages, repository_step
 from toolgym.swe.repos import RepoStore, RepoUnavailable
 from toolgym.testing.scripted import script_texts
@@ -231,6 +231,20 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         {"pip_packages": ["pytest==7.4.0"], "install": "python -m pip install -e ."},
         tests="oldpkg/tests/test_area.py",
     )
+    # a setup.py project (no pyproject.toml) whose setup.py imports what it does not declare (astropy 1.3's
+    # imports numpy): pip ran it in the environment; its isolated builds cannot
+    undeclared = _row(
+        store,
+        "undeclared",
+        {
+            "setup.py": "import iniconfig  # noqa: F401 - in the environment (pytest's), not declared\n"
+            + plain
+            + ")\n",
+            "oldpkg/__init__.py": "",
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+    )
     # a repository whose build needs a git submodule (astropy before 4.0: astropy_helpers, which its
     # ah_bootstrap clones from GitHub during the build): the store holds the submodule's clone
     helpers = store / "acme__helpers"
@@ -258,8 +272,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
     dated["created_at"] = "2023-06-01T00:00:00Z"
-    rows = [legacy, conda, under_test, base_deps, base_pins, rebuild, conftests, submodule, dated]
-    for row in rows[:8]:
+    rows = [legacy, conda, under_test, base_deps, base_pins, rebuild, conftests, submodule, undeclared, dated]
+    for row in rows[:9]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
@@ -361,6 +375,24 @@ def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_py
     manifest = built["manifests"]["acme/conftests"]
     assert _pin(manifest, "pytest") == "pytest==7.4.0"
     _play_oracle_and_wrong(built, "acme__conftests-1")
+
+
+def test_a_setup_py_that_imports_what_it_does_not_declare_installs_from_the_environment(built):
+    manifest = built["manifests"]["acme/undeclared"]
+    assert manifest["editable"].startswith("setup.py develop"), manifest["editable"]
+    assert "its setup.py run in the environment" in manifest["editable"], manifest["editable"]
+    assert _pin(manifest, "iniconfig")
+    _play_oracle_and_wrong(built, "acme__undeclared-1")
+
+
+def test_an_egg_infos_requirements_are_read_for_the_extras_asked():
+    requires = 'numpy>=1.10\n\n[:python_version < "3"]\nsix\n\n[test]\npytest-astropy\n[docs]\nsphinx\n'
+    assert egg_requirements(requires, ["test"]) == [
+        "numpy>=1.10",
+        'six; python_version < "3"',
+        "pytest-astropy",
+    ]
+    assert egg_requirements(requires, []) == ["numpy>=1.10", 'six; python_version < "3"']
 
 
 def test_a_submodule_the_build_needs_comes_from_the_store_never_the_network(built):

@@ -48,6 +48,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -399,6 +400,25 @@ def site_packages(venv: Path) -> Path:
     if not found:
         raise BuildFailed("venv", f"no site-packages under {venv}")
     return found[0]
+
+
+def egg_requirements(requires_txt: str, extras: Sequence[str]) -> list[str]:
+    """The requirements an ``*.egg-info/requires.txt`` lists for ``extras``: its unconditional lines, and
+    those of each ``[extra]`` or ``[extra:marker]`` (or ``[:marker]``) section that applies, the section's
+    marker joined to each (``numpy>=1.10; python_version < "3"``)."""
+    out: list[str] = []
+    wanted, marker = True, ""
+    for line in requires_txt.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            extra, _, marker = line[1:-1].partition(":")
+            wanted = extra == "" or extra in extras
+            continue
+        if wanted:
+            out.append(f"{line}; {marker}" if marker else line)
+    return out
 
 
 #: a submodule's URL on a code host: ``owner/name`` is the clone the store holds for it
@@ -1020,12 +1040,32 @@ class EnvironmentStore:
         if meta is None:
             raise BuildFailed("install", f"no setup.py, setup.cfg or pyproject.toml in {path}", log.path)
         log.step("install (legacy editable: setup.py develop)")
-        uv_run("install", ["-r", str(project / meta), *(f"--extra={e}" for e in extras), *rest])
+        how = "setup.py develop: the build backend has no build_editable (PEP 660), as pip falls back to"
+        listed = ["-r", str(project / meta), *(f"--extra={e}" for e in extras), *rest]
+        try:
+            uv_run("install", listed)
+        except BuildFailed:
+            if (project / "pyproject.toml").is_file() or not (project / "setup.py").is_file():
+                raise
+            # a setup.py project whose setup.py imports what it does not declare (astropy 1.3's imports
+            # numpy): its dependencies from `setup.py egg_info` run in the environment, as pip ran a
+            # setup.py project's setup.py there (uv's own builds are isolated, or need setuptools 40.8)
+            info = Path(tempfile.mkdtemp(prefix="egg-info-", dir=project.parent))
+            try:
+                log.run("install", [python, "setup.py", "egg_info", "--egg-base", str(info)], cwd=project,
+                        env=env, timeout=timeout)  # fmt: skip
+                needs = next(info.glob("*.egg-info/requires.txt"), None)
+                wanted = egg_requirements(needs.read_text() if needs else "", extras)
+            finally:
+                shutil.rmtree(info, ignore_errors=True)
+            if wanted:
+                uv_run("install", [*wanted, *rest])
+            how += "; its dependencies read with its setup.py run in the environment (setup.py egg_info)"
         setup = ["setup.py"]
         if not (project / "setup.py").is_file():  # setup.cfg alone: pip's shim
             setup = ["-c", "from setuptools import setup; setup()"]
         log.run("install", [python, *setup, "develop", "--no-deps"], cwd=project, env=env, timeout=timeout)
-        return "setup.py develop: the build backend has no build_editable (PEP 660), as pip falls back to"
+        return how
 
     @staticmethod
     def _base_requirements(
