@@ -939,12 +939,21 @@ def _tg_sympy(cfg, key):
 def _tg_pytest(cfg, key):
     import faulthandler, os, re, sys
     import pytest, _pytest.main, _pytest.runner, _pytest.python, _pytest.terminal, _pytest.skipping
-    import _pytest.reports, _pytest.unittest, _pytest.nodes, unittest, unittest.case, unittest.result
+    import _pytest.unittest, unittest, unittest.case, unittest.result
     import pluggy
-    guarded = [_pytest.runner, _pytest.reports, _pytest.python, _pytest.unittest, _pytest.main,
-               _pytest.skipping, _pytest.reports.TestReport, _pytest.reports.BaseReport,
+    try:  # (pytest before 3.6 kept its reports in _pytest.runner, before 3.5 its nodes in _pytest.main)
+        import _pytest.reports as reports
+    except ImportError:
+        reports = _pytest.runner
+    try:
+        import _pytest.nodes as nodes
+        nodes.Item, nodes.Node
+    except (ImportError, AttributeError):
+        nodes = _pytest.main
+    guarded = [_pytest.runner, reports, _pytest.python, _pytest.unittest, _pytest.main,
+               _pytest.skipping, reports.TestReport, getattr(reports, "BaseReport", reports.TestReport),
                _pytest.runner.CallInfo, _pytest.python.Function, _pytest.unittest.TestCaseFunction,
-               _pytest.nodes.Item, _pytest.nodes.Node, unittest.case.TestCase, unittest.result.TestResult]
+               nodes.Item, nodes.Node, unittest.case.TestCase, unittest.result.TestResult]
     # (and what a test asserts with: pytest.raises, approx, warns, fail, skip; assertion rewriting's helpers)
     for name in ("pytest", "_pytest.python_api", "_pytest.raises", "_pytest.recwarn", "_pytest.outcomes",
                  "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._callers", "pluggy._hooks",
