@@ -13,7 +13,9 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -280,8 +282,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"root": root, "manifests": manifests, "helper_commit": helper_commit}
 
 
-def _play_oracle_and_wrong(built: dict, task_id: str) -> None:
-    """The row's oracle scores 1 and a wrong answer 0, neither an error."""
+def _play_oracle_and_wrong(built: dict, task_id: str, check: Callable[[Any], None] | None = None) -> None:
+    """The row's oracle scores 1 and a wrong answer 0, neither an error (``check``: called with the env
+    after each reset)."""
     root = built["root"]
     env = gym.make(
         "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
@@ -289,11 +292,22 @@ def _play_oracle_and_wrong(built: dict, task_id: str) -> None:
     try:
         for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
             env.reset(options={"task_id": task_id})
+            if check is not None:
+                check(env)
             for action in script_texts(env, policy(env.unwrapped.task)):
                 _, got, _, _, info = env.step(action)
             assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
     finally:
         env.close()
+
+
+def _at_base(base: str) -> Callable[[Any], None]:
+    """A check that the env drew the row at ``base``."""
+
+    def check(env: Any) -> None:
+        assert env.unwrapped.task.data["base_commit"] == base
+
+    return check
 
 
 def _pin(manifest: dict, name: str) -> str:
@@ -308,18 +322,7 @@ def test_an_old_setuptools_project_installs_the_legacy_way_with_pkg_resources_an
     )
     assert _pin(manifest, "setuptools").startswith("setuptools==69.")
     assert manifest["editable"].startswith("setup.py develop") and "iniconfig" in " ".join(manifest["pins"])
-    root = built["root"]
-    env = gym.make(
-        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
-    )
-    try:
-        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
-            env.reset(options={"task_id": "acme__legacy-1"})  # oldpkg imports pkg_resources and dep_util
-            for action in script_texts(env, policy(env.unwrapped.task)):
-                _, got, _, _, info = env.step(action)
-            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
-    finally:
-        env.close()
+    _play_oracle_and_wrong(built, "acme__legacy-1")  # oldpkg imports pkg_resources and dep_util
 
 
 def test_a_source_build_the_newest_setuptools_cannot_do_is_built_with_the_environments(built):
@@ -354,21 +357,9 @@ def test_a_compiled_repositorys_build_requirements_are_in_the_environment_for_it
     assert "would change a distribution the environment has" in needs["not_installed"]["tox==3.0.0"]
     assert _pin(manifest, "six") and not _pin(manifest, "pluggy").startswith("pluggy==0.")
     (base,) = manifest["base_overlays"]  # rebuilt at its base commit, in the environment
-    root = built["root"]
-    with tarfile.open(root / "envs" / manifest["key"] / "overlays" / f"{base}.tar") as tar:
+    with tarfile.open(built["root"] / "envs" / manifest["key"] / "overlays" / f"{base}.tar") as tar:
         assert any(name.startswith("oldpkg/_unit") and name.endswith(".so") for name in tar.getnames())
-    env = gym.make(
-        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
-    )
-    try:
-        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
-            env.reset(options={"task_id": "acme__rebuild-1"})
-            assert env.unwrapped.task.data["base_commit"] == base
-            for action in script_texts(env, policy(env.unwrapped.task)):
-                _, got, _, _, info = env.step(action)
-            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
-    finally:
-        env.close()
+    _play_oracle_and_wrong(built, "acme__rebuild-1", _at_base(base))
 
 
 def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_pytest_7(built):
@@ -444,19 +435,7 @@ def test_a_base_commits_own_dependencies_are_installed_beside_the_setup_commits(
     manifest = built["manifests"]["acme/basedeps"]
     ((base, added),) = manifest["base_requirements"].items()
     assert [package for package in added if package.startswith("six==")] == added, added
-    root = built["root"]
-    env = gym.make(
-        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
-    )
-    try:
-        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
-            env.reset(options={"task_id": "acme__basedeps-1"})  # oldpkg imports six at the base commit
-            assert env.unwrapped.task.data["base_commit"] == base
-            for action in script_texts(env, policy(env.unwrapped.task)):
-                _, got, _, _, info = env.step(action)
-            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
-    finally:
-        env.close()
+    _play_oracle_and_wrong(built, "acme__basedeps-1", _at_base(base))  # oldpkg imports six at the base
 
 
 def test_a_base_commit_that_pins_other_versions_gets_an_environment_of_its_own(built):
@@ -464,21 +443,13 @@ def test_a_base_commit_that_pins_other_versions_gets_an_environment_of_its_own(b
     ((base, variant),) = manifest["base_environments"].items()
     assert variant == {"changed": ["six==1.16.0"], "added": []} and manifest["base_requirements"] == {}
     assert _pin(manifest, "six") == "six==1.17.0"  # the environment itself is as its setup commit built it
-    root = built["root"]
-    env = gym.make(
-        "toolgym/SWE-v0", tasks=str(root / "rows.jsonl"), repos=str(root / "repos"), envs=str(root / "envs")
-    )
-    try:
-        for policy, reward in ((swe_oracle, 1.0), (swe_wrong, 0.0)):
-            env.reset(options={"task_id": "acme__basepins-1"})  # oldpkg asserts six 1.16.0 at its base
-            assert env.unwrapped.task.data["base_commit"] == base
-            python = env.unwrapped.verifier.python_for(env.unwrapped.task)
-            assert python == str(root / "envs" / manifest["key"] / "bases" / base / "venv" / "bin" / "python")
-            for action in script_texts(env, policy(env.unwrapped.task)):
-                _, got, _, _, info = env.step(action)
-            assert (got, info["verdict"].error) == (reward, None), info["verdict"].details
-    finally:
-        env.close()
+    variant_python = built["root"] / "envs" / manifest["key"] / "bases" / base / "venv" / "bin" / "python"
+
+    def on_its_own(env: Any) -> None:  # oldpkg asserts six 1.16.0 at its base
+        _at_base(base)(env)
+        assert env.unwrapped.verifier.python_for(env.unwrapped.task) == str(variant_python)
+
+    _play_oracle_and_wrong(built, "acme__basepins-1", on_its_own)
 
 
 def test_the_repository_under_test_may_be_pytest_itself(built):
