@@ -421,9 +421,9 @@ def egg_requirements(requires_txt: str, extras: Sequence[str]) -> list[str]:
     return out
 
 
-#: a submodule's URL on a code host: ``owner/name`` is the clone the store holds for it
 #: ``git submodule`` allowed to clone from a local path (git 2.38 refuses the file protocol by default)
 _LOCAL_SUBMODULES = ("-c", "protocol.file.allow=always", "submodule")
+#: a submodule's URL on a code host: ``owner/name`` is the clone the store holds for it
 _HOSTED_URL = re.compile(r"(?:https?://|git@|git://)[^/:]+[/:]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$")
 
 
@@ -455,10 +455,7 @@ def submodules_from_store(src: Path, store: RepoStore, log: _Log) -> dict[str, s
             continue
         git(["config", f"submodule.{name}.url", str(clone.resolve())], src)
         try:
-            git(
-                ["-c", "protocol.file.allow=always", "submodule", "update", "--init", "--quiet", "--", path],
-                src,
-            )
+            git([*_LOCAL_SUBMODULES, "update", "--init", "--quiet", "--", path], src)
         except RepoUnavailable as exc:
             done[path] = f"not checked out from {repo}: {exc}"
             continue
@@ -471,9 +468,7 @@ def submodules_from_store(src: Path, store: RepoStore, log: _Log) -> dict[str, s
 def _update_submodules(src: Path) -> None:
     """After a checkout, the submodules at the commits the new tree pins (from the store, as configured)."""
     if (src / ".gitmodules").is_file():
-        git(
-            ["-c", "protocol.file.allow=always", "submodule", "update", "--init", "--quiet"], src, check=False
-        )
+        git([*_LOCAL_SUBMODULES, "update", "--init", "--quiet"], src, check=False)
 
 
 def _checkout_base(entry: EnvPlan, src: Path, base: str, log: _Log, unreadable: dict[str, str]) -> bool:
