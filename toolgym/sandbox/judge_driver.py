@@ -1062,8 +1062,11 @@ def _tg_pytest(cfg, key):
     # directory's real path, where /testbed is a link): one module imported by two paths is two modules to
     # pytest 7 (a package imported before pytest read its conftest.py had that conftest registered twice)
     sys.path.insert(0, os.path.realpath(cfg["root"]))
-    # (plugins imported before pytest started cannot have their asserts rewritten: pytest says so, needlessly)
-    quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    # (plugins imported before pytest started cannot have their asserts rewritten: pytest says so, needlessly;
+    # an older pytest (3.5: scikit-learn 0.22's era) has no such warning, and a filter naming it is an
+    # internal error there)
+    rewrite = "PytestAssertRewriteWarning"
+    quiet = ["-W", f"ignore::pytest.{rewrite}"] if hasattr(pytest, rewrite) else []
     args = ["-q", "-p", "no:cacheprovider", "--continue-on-collection-errors", *quiet, *cfg["files"]]
     return int(pytest.main(args, plugins=[_Reporter()]))
 """
