@@ -4,8 +4,8 @@ with `pkg_resources` and `setuptools.dep_util`, the legacy editable install wher
 in `environment.yml`, pytest as the repository under test, a base commit that declares a dependency its
 setup commit does not, `--exclude-newer` with pinned recipes, a clone missing objects, a source build that
 needs the environment's setuptools, and a compiled repository whose rebuild needs what only its build system
-declares, pytest 7.4 with a package imported before its conftest, and a submodule the build needs. The
-builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy, pytest and its
+declares, pytest 7.4 with a package imported before its conftest, a submodule the build needs, and a legacy
+namespace package. The builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy, pytest and its
 dependencies)."""
 
 from __future__ import annotations
@@ -270,12 +270,43 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
         gitlinks={"helpers": helper_commit},
     )
+    # a legacy namespace package (setuptools' namespace_packages: matplotlib's mpl_toolkits) whose
+    # __init__ imports pkg_resources, under a suite that makes warnings errors: the editable install's
+    # -nspkg.pth makes the package from the tree's path without running that __init__, as in SWE-bench's
+    # environments, where its path is the workspace's
+    namespace = _row(
+        store,
+        "nspkg",
+        {
+            "setup.py": "from setuptools import setup\n\n"
+            "setup(name='oldpkg', version='1.0', packages=['oldpkg', 'acmens', 'acmens.tools'], "
+            "namespace_packages=['acmens'])\n",
+            "setup.cfg": "[tool:pytest]\nfilterwarnings =\n    error\n",
+            "acmens/__init__.py": "__import__('pkg_resources').declare_namespace(__name__)\n",
+            "acmens/tools/__init__.py": "",
+            "oldpkg/__init__.py": "import acmens.tools  # noqa: F401\n",
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+    )
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
     dated["created_at"] = "2023-06-01T00:00:00Z"
-    rows = [legacy, conda, under_test, base_deps, base_pins, rebuild, conftests, submodule, undeclared, dated]
-    for row in rows[:9]:
+    rows = [
+        legacy,
+        conda,
+        under_test,
+        base_deps,
+        base_pins,
+        rebuild,
+        conftests,
+        submodule,
+        undeclared,
+        namespace,
+    ]
+    rows.append(dated)
+    for row in rows[:-1]:
         row.pop("created_at", None)
     (root / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     manifests = build_with_this_python(rows, store, root / "envs", exclude_newer=True)
@@ -518,3 +549,83 @@ def test_a_base_commit_the_clone_cannot_give_is_skipped_and_the_environment_stil
     with pytest.raises(RepoUnavailable) as caught:
         RepoStore(tmp_path / "repos").snapshot("acme/src", base)
     assert "is missing 1 object(s)" in str(caught.value) and "Fetch the repository whole" in str(caught.value)
+
+
+def test_a_legacy_namespace_package_is_made_from_the_workspace_without_running_its_init(built):
+    manifest = built["manifests"]["acme/nspkg"]
+    assert any(root.startswith("(namespace package line of ") for root in manifest["import_roots"])
+    site = next(Path(built["root"], "envs", manifest["key"], "venv", "lib").glob("python*/site-packages"))
+    (nspkg,) = site.glob("*-nspkg.pth")
+    assert "_toolgym_testbed" in nspkg.read_text() and "/.tmp/" not in nspkg.read_text()
+    _play_oracle_and_wrong(built, "acme__nspkg-1")  # acmens/__init__.py's pkg_resources: an error if run
+
+
+def _wheel(folder: Path, name: str, version: str) -> None:
+    """A pure-Python wheel of one empty module, as a package index holds it."""
+    import base64
+    import hashlib
+    import zipfile
+
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}.py": "",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for rel, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{rel},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as whl:
+        for rel, text in files.items():
+            whl.writestr(rel, text)
+
+
+def _failing_sdist(folder: Path, name: str, version: str) -> None:
+    """A source distribution whose build fails, as one needing system libraries does (pycairo's)."""
+    import io as _io
+
+    base = f"{name}-{version}"
+    files = {
+        f"{base}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{base}/setup.py": "raise SystemExit('cairo was not found: the cairo libraries are needed')\n",
+    }
+    with tarfile.open(folder / f"{base}.tar.gz", "w:gz") as tar:
+        for rel, text in files.items():
+            info = tarfile.TarInfo(rel)
+            info.size = len(text.encode())
+            tar.addfile(info, _io.BytesIO(text.encode()))
+
+
+def test_conda_packages_pypi_cannot_build_get_their_series_wheels_or_are_not_installed(tmp_path, monkeypatch):
+    """conda's channels had builds PyPI lacks. A pinned conda package with no wheel for this Python whose
+    source build fails gets its release series' wheels (scikit-learn 1.3's numpy==1.19.2 on Python 3.9:
+    PyPI's wheels start at 1.19.3); an unpinned one that fails so (matplotlib's pycairo) is not installed;
+    the pip section is installed as written. The index here is a folder the test writes."""
+    index = tmp_path / "index"
+    index.mkdir()
+    _failing_sdist(index, "condapin", "1.0.0")
+    _wheel(index, "condapin", "1.0.2")
+    _wheel(index, "condapin", "1.1.0")  # another series: never chosen for the 1.0.0 pin
+    _failing_sdist(index, "needscairo", "2.0")
+    monkeypatch.setenv("UV_FIND_LINKS", str(index))
+    (tmp_path / "root").mkdir()
+    root = open_to_sandbox(tmp_path / "root")
+    row = _row(
+        root / "repos",
+        "condabuilds",
+        {
+            "environment.yml": "name: t\ndependencies:\n  - python=3.11\n  - condapin==1.0.0\n"
+            f"  - needscairo\n  - pip:\n    - {PYTEST_PIN}\n",
+            "setup.py": "from setuptools import setup\n\nsetup(name='condabuilds', py_modules=[])\n",
+        },
+        {"packages": "environment.yml", "install": "python -m pip install -e ."},
+    )
+    manifest = build_with_this_python([row], root / "repos", root / "envs")["acme/condabuilds"]
+    assert manifest["conda_pins_relaxed"] == {"condapin==1.0.0": "condapin==1.0.*"}
+    assert _pin(manifest, "condapin") == "condapin==1.0.2" and _pin(manifest, "pytest") == PYTEST_PIN
+    assert manifest["not_installed"] == [
+        "python=3.11",
+        "needscairo (conda only here: no wheel for this Python, and its source build failed)",
+    ]

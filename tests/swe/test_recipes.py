@@ -10,7 +10,7 @@ import pytest
 
 from toolgym.rewards.swe import _outcomes, listed_forms
 from toolgym.swe.recipes import Recipe, RecipeError, UserRecipes, recipe_for, swebench_specs
-from toolgym.swe.requirements import read_requirements, replace_packages, split_conda
+from toolgym.swe.requirements import failed_source_builds, read_requirements, replace_packages, split_conda
 from toolgym.swe.runners import id_rule_for
 
 
@@ -180,3 +180,30 @@ def test_a_pass_needs_the_seal_s_evidence_and_any_failure_wins():
     }
     # without the seal (Python before 3.8) the reports decide alone
     assert _outcomes(ids, records, "exact")[0]["t.py::test_d"] == "passed"
+
+
+def test_a_package_list_is_split_as_the_shell_splits_it():
+    """SWE-bench's harness hands ``packages`` to ``conda create`` through a shell: scikit-learn 1.3's spec
+    quotes its pins, which are then requirements, not words with quotes."""
+    spec = swebench_specs()["specs"]["scikit-learn/scikit-learn"]["1.3"]
+    recipe = Recipe(packages=spec["packages"])
+    words = recipe.package_words()
+    assert words[:3] == ["numpy==1.19.2", "scipy==1.5.2", "cython==3.0.10"] and "pandas<2.0.0" in words
+    assert split_conda(words)[0][:3] == ["numpy==1.19.2", "scipy==1.5.2", "cython==3.0.10"]
+    assert Recipe(packages="numpy 'scipy<2").package_words() == [
+        "numpy",
+        "'scipy<2",
+    ]  # unbalanced: as written
+
+
+def test_the_source_builds_a_failed_install_names_with_what_required_them():
+    """uv's words when a conda package has no wheel and its source build fails (matplotlib's
+    environment.yml: pycairo, which pygobject requires, and wxpython); those are then not installed."""
+    output = (
+        "error: Failed to build `pycairo==1.29.2`\n  cause: The build backend returned an error\n"
+        "hint: `pycairo` (v1.29.2) was included because `pygobject` (v3.58.1) depends on `pycairo`\n"
+        "error: Failed to download and build `wxPython==4.3.2`\n"
+        "hint: `six` (v1.0) was included because `pytest` (v8) depends on `six`\n"
+    )
+    assert failed_source_builds(output) == {"pycairo", "pygobject", "wxpython"}
+    assert failed_source_builds("error: No solution found when resolving dependencies") == set()

@@ -73,6 +73,7 @@ from toolgym.swe.requirements import (
     build_requires,
     clean_lines,
     declared_extras,
+    failed_source_builds,
     package_name,
     read_environment_yml,
     read_requirements,
@@ -115,6 +116,8 @@ BUILD_CONSTRAINTS = "build-constraints.txt"
 #: the oldest setuptools with the backend uv builds a ``setup.py`` project with (PEP 517's
 #: ``setuptools.build_meta:__legacy__``, 40.8.0): an environment with an older one has its builds held to it
 LEGACY_BACKEND_SINCE = (40, 8)
+#: an exact pin of a release (``numpy==1.19.2``): its series (``1.19``) has the wheels a conda build stood for
+_EXACT_PIN = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]*)==(?P<minor>\d+\.\d+)(?:\.\d+)+")
 #: a recipe's exact setuptools pin (``setuptools==68.0.0``), installed before the other packages
 _SETUPTOOLS_PIN = re.compile(r"setuptools==[0-9][0-9A-Za-z.]*")
 #: how many remedies (``_hold_builds``, ``_build_here``) one install may try after its builds failed
@@ -293,6 +296,14 @@ def _hook_source() -> str:
     )
 
 
+def _at_root(code: str, prefix: str) -> str:
+    """``code`` with each string literal of a path under ``prefix`` asking the hook for the root instead."""
+    for quote in ("'", '"'):
+        code = code.replace(f"{quote}{prefix}/", f"__import__({HOOK_MODULE!r}).root() + {quote}/")
+        code = code.replace(f"{quote}{prefix}{quote}", f"__import__({HOOK_MODULE!r}).root()")
+    return code
+
+
 def point_at_testbed(site: Path, src: Path) -> list[str]:
     """Rewrite the editable install's paths under ``src`` to the workspace root (module docstring); returns
     the import roots, relative to the repository."""
@@ -303,6 +314,11 @@ def point_at_testbed(site: Path, src: Path) -> list[str]:
         lines, changed = [], False
         for line in pth.read_text().splitlines():
             stripped = line.strip()
+            if stripped.startswith("import") and prefix in stripped:  # setuptools' -nspkg.pth: a namespace
+                lines.append(_at_root(line, prefix))  # package (mpl_toolkits) made from the tree's path
+                roots.append(f"(namespace package line of {pth.name})")
+                changed = True
+                continue
             if stripped and not stripped.startswith(("import ", "import\t", "#")):
                 real = os.path.realpath(stripped)
                 if real == prefix or real.startswith(prefix + os.sep):
@@ -318,10 +334,7 @@ def point_at_testbed(site: Path, src: Path) -> list[str]:
         text = finder.read_text()
         if prefix not in text:
             continue
-        for quote in ("'", '"'):
-            text = text.replace(f"{quote}{prefix}/", f"__import__({HOOK_MODULE!r}).root() + {quote}/")
-            text = text.replace(f"{quote}{prefix}{quote}", f"__import__({HOOK_MODULE!r}).root()")
-        finder.write_text(text)
+        finder.write_text(_at_root(text, prefix))
         roots.append("(setuptools editable finder)")
     for link in sorted(site.glob("*.egg-link")):
         link.write_text(link.read_text().replace(prefix, "/testbed"))
@@ -689,6 +702,11 @@ class EnvironmentStore:
         libraries = toolchain.SYSTEM_LIBRARIES.get(entry.repo, ())
         libraries_missing = [part.key for part, _ in toolchain.missing_for(entry.repo, chosen["executable"],
                                                                            libraries)]  # fmt: skip
+        settings = toolchain.build_settings(entry.repo, [k for k in libraries if k not in libraries_missing])
+        settings = {name: text for name, text in settings.items() if not (src / name).exists()}
+        for name, text in settings.items():  # the repository's own file, where it has one, wins
+            (src / name).write_text(text)
+            log.fh.write(f"wrote {name} (the system libraries this machine has):\n{text}")
 
         log.step("venv")
         venv = tmp / "venv"
@@ -748,11 +766,52 @@ class EnvironmentStore:
                 log.step(step)
                 uv_run(step, args)
 
-        named = _names([*recipe.packages.split(), *recipe.pip_packages, *recipe.requirements])
+        conda_relaxed: dict[str, str] = {}  # a conda pin -> the series whose wheels stand for it
+
+        def conda_install(conda: list[str], pip_lines: list[str]) -> list[str]:
+            """Install a conda package list (as pip requirements) and ``pip_lines``; returns the conda
+            packages not installed. conda's channels had builds PyPI lacks: a name pip's index lacks
+            (xarray's ``cdms2``) is not installed, and the rest resolves; a pinned one with no wheel for
+            this Python whose source build fails gets its release series' wheels (scikit-learn 1.3's
+            ``numpy==1.19.2`` on Python 3.9: conda-forge built it, PyPI's wheels start at 1.19.3); an
+            unpinned one that fails so (matplotlib's ``pycairo``, which needs the cairo libraries) is not
+            installed. A ``pip_lines`` requirement is never changed."""
+            log.step("packages")
+            dropped: list[str] = []
+            while conda or pip_lines:
+                (tmp / "requirements.txt").write_text("\n".join(conda + pip_lines) + "\n")
+                wheels = [f"--only-binary={name}" for name in sorted(_names(conda_relaxed.values()))]
+                try:
+                    uv_run("packages", [*wheels, "-r", str(tmp / "requirements.txt")])
+                    return dropped
+                except BuildFailed:
+                    missing = registry_misses(log.last_output) & _names(conda)
+                    failed = failed_source_builds(log.last_output) & _names(conda)
+                    relax = [c for c in conda if package_name(c) in failed and _EXACT_PIN.fullmatch(c)]
+                    if not missing and relax:
+                        for pin in relax:
+                            series = _EXACT_PIN.fullmatch(pin)
+                            assert series is not None
+                            conda_relaxed[pin] = f"{series['name']}=={series['minor']}.*"
+                        conda = [conda_relaxed.get(c, c) for c in conda]
+                        continue
+                    gone = missing or failed
+                    why = (
+                        "conda only: not in the package index"
+                        if missing
+                        else "conda only here: no wheel for this Python, and its source build failed"
+                    )
+                    if not gone:
+                        raise
+                    dropped += [f"{c} ({why})" for c in conda if package_name(c) in gone]
+                    conda = [c for c in conda if package_name(c) not in gone]
+            return dropped
+
+        named = _names([*recipe.package_words(), *recipe.pip_packages, *recipe.requirements])
         if "setuptools" in named:
             setuptools = {"requirement": None, "reason": "the recipe names setuptools: its own wins"}
             pinned = [
-                r for r in [*recipe.pip_packages, *recipe.packages.split()] if _SETUPTOOLS_PIN.fullmatch(r)
+                r for r in [*recipe.pip_packages, *recipe.package_words()] if _SETUPTOOLS_PIN.fullmatch(r)
             ]
             if pinned:  # first, so that what the steps before the one naming it build in it has it too
                 setuptools.update(requirement=pinned[0], reason="the recipe's own pin, installed first")
@@ -782,22 +841,10 @@ class EnvironmentStore:
                 reqs_file, conda, pip_lines, not_installed = read_environment_yml(src, paths)
             except RequirementsMissing as exc:
                 raise BuildFailed("packages", str(exc), log.path) from None
-            log.step("packages")
-            while True:  # a conda package pip's index lacks (cdms2) is not installed; the rest resolves
-                (tmp / "requirements.txt").write_text("\n".join(conda + pip_lines) + "\n")
-                try:
-                    uv_run("packages", ["-r", str(tmp / "requirements.txt")])
-                    break
-                except BuildFailed:
-                    gone = registry_misses(log.last_output) & _names(conda)
-                    if not gone:
-                        raise
-                    not_installed += [f"{c} (conda only: not in the package index)" for c in conda
-                                      if package_name(c) in gone]  # fmt: skip
-                    conda = [c for c in conda if package_name(c) not in gone]
+            not_installed += conda_install(conda, pip_lines)
         elif packages:
-            pip, not_installed = split_conda(packages.split())
-            uv_install("packages", replace_packages(pip))
+            conda, not_installed = split_conda(recipe.package_words())
+            not_installed += conda_install(replace_packages(conda), [])
         uv_install("pip_packages", replace_packages(list(recipe.pip_packages)))
         uv_install("requirements", replace_packages(clean_lines("\n".join(recipe.requirements))))
 
@@ -879,6 +926,7 @@ class EnvironmentStore:
             "requirements_file": reqs_file,
             "pins": [line for line in pins.splitlines() if line.strip()],
             "not_installed": not_installed,
+            "conda_pins_relaxed": conda_relaxed,
             "setuptools": setuptools,
             "builds_held": builds_held,
             "built_in_environment": built_here,
@@ -889,6 +937,7 @@ class EnvironmentStore:
             "system_packages_missing": missing_packages(apt),
             "toolchain": list(toolchain.parts_for(entry.repo)),
             "system_libraries_missing": libraries_missing,
+            "build_settings": settings,
             "exclude_newer": uv_extra[1] if uv_extra else None,
             "exclude_newer_exempt": date_exempt if uv_extra else {},
             "runner": runner,

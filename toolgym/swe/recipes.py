@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import resources
@@ -119,6 +120,14 @@ class Recipe(BaseModel):
     @classmethod
     def _env(cls, value: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in (value or {}).items()}
+
+    def package_words(self) -> list[str]:
+        """``packages`` split as the shell SWE-bench's harness gives it to (``conda create ... PACKAGES``)
+        splits it: scikit-learn 1.3's spec quotes its pins (``'numpy==1.19.2' 'pandas<2.0.0'``)."""
+        try:
+            return shlex.split(self.packages)
+        except ValueError:  # an unbalanced quote: the words as written
+            return self.packages.split()
 
     def key(self, repo: str, commit: str) -> str:
         """The content address of the environment this recipe builds for ``repo`` at ``commit``."""

@@ -180,7 +180,9 @@ def split_conda(specs: Iterable[str]) -> tuple[list[str], list[str]]:
 def read_environment_yml(src: Path, paths: Sequence[str]) -> tuple[str, list[str], list[str], list[str]]:
     """(the file, its conda packages as pip requirements, its ``pip:`` requirements, conda packages not
     installed) of the first ``environment.yml`` found. The conda ones are kept apart: a name only conda has
-    (``cdms2``) is dropped from them when pip's index lacks it (``registry_misses``), never a pip one."""
+    (``cdms2``) is dropped from them when pip's index lacks it (``registry_misses``), and one whose source
+    build fails where conda had it prebuilt (matplotlib's ``pycairo``: ``failed_source_builds``),
+    never a pip one."""
     import yaml
 
     for rel in paths:
@@ -211,6 +213,22 @@ def registry_misses(output: str) -> set[str]:
         output,
     )
     return {package_name(name) for name in found}
+
+
+def failed_source_builds(output: str) -> set[str]:
+    """The names of the distributions whose source build uv's failed install names (normalized), with the
+    packages its hints say required them (``pycairo`` was included because ``pygobject`` depends on it)."""
+    failed = {
+        package_name(name)
+        for name in re.findall(r"Failed to (?:download and )?build `([A-Za-z0-9][A-Za-z0-9_.\-]*)", output)
+    }
+    for dep, parent in re.findall(
+        r"`([A-Za-z0-9][A-Za-z0-9_.\-]*)` \(v[^)]*\) was included because `([A-Za-z0-9][A-Za-z0-9_.\-]*)`",
+        output,
+    ):
+        if package_name(dep) in failed:
+            failed.add(package_name(parent))
+    return failed
 
 
 def build_requires(src: Path) -> list[str]:

@@ -38,6 +38,35 @@ SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: the file matplotlib's build reads its choice of libraries from (3.3 and later; earlier versions ignore it).
+#: matplotlib ignores it in git, so the install leaves it as a generated file: the overlay carries it into
+#: every workspace, and the judge's rebuild of an agent's C++ change reads it too.
+MPL_SETUP_CFG = "mplsetup.cfg"
+
+
+def _mpl_setup_cfg(present: Sequence[str]) -> dict[str, str]:
+    """matplotlib 3.3 and later download FreeType's and Qhull's sources during the build unless
+    ``mplsetup.cfg`` asks for the system's (``system_freetype``, ``system_qhull``): nothing downloads here,
+    so where the machine has one the build uses it. Text-rendering image tests compare against baselines
+    drawn with FreeType 2.6.1, the version matplotlib's own build downloads, so on another FreeType they
+    can fail: the manifest records the choice."""
+    lines = [f"system_{key} = true" for key in ("freetype", "qhull") if key in present]
+    return {MPL_SETUP_CFG: "[libs]\n" + "\n".join(lines) + "\n"} if lines else {}
+
+
+#: per repository: the files its checkout gets before the install, given the system libraries present
+BUILD_SETTINGS: dict[str, Callable[[Sequence[str]], dict[str, str]]] = {
+    "matplotlib/matplotlib": _mpl_setup_cfg,
+}
+
+
+def build_settings(repo: str, present: Sequence[str]) -> dict[str, str]:
+    """The files (name: text) to write into ``repo``'s checkout before its install so that its build takes
+    the system libraries ``present`` (``SYSTEM_LIBRARIES``' keys) rather than downloading their sources."""
+    settings = BUILD_SETTINGS.get(repo)
+    return settings(present) if settings is not None else {}
+
+
 @dataclass(frozen=True)
 class Part:
     """One thing a compiled build needs: ``probe`` returns None where the machine has it, else why not."""
@@ -201,10 +230,12 @@ def report(python: str) -> list[list[str]]:
 
 
 __all__ = [
+    "BUILD_SETTINGS",
     "COMPILED_REPOSITORIES",
     "PARTS",
     "SYSTEM_LIBRARIES",
     "Part",
+    "build_settings",
     "missing_for",
     "parts_for",
     "refusal",
