@@ -48,3 +48,48 @@ def test_a_string_condition_is_evaluated_in_the_test_modules_globals():
     )
     assert run.error is None, run.output[-2000:]
     assert run.outcomes == {IDS[0]: "passed", IDS[1]: "skipped"}, run.output[-2000:]
+
+
+IMAGE_TESTS = b"""import functools
+import inspect
+from pathlib import Path
+
+
+def image_comparison(func):
+    # as matplotlib's: the baseline images lie beside the file of the function it decorates
+    @functools.wraps(func)
+    def wrapper():
+        baseline = Path(inspect.getfile(func)).parent / "baseline_images" / Path(inspect.getfile(func)).stem
+        assert baseline.is_dir(), baseline
+        return func()
+    return wrapper
+
+
+@image_comparison
+def test_drawn_as_the_baseline():
+    assert True
+"""
+
+
+def test_a_decorator_finds_the_test_functions_file_through_the_judges_wrapper(tmp_path):
+    """matplotlib's ``image_comparison`` finds a test's baseline images by ``inspect.getfile`` of the
+    function it decorates, which the judge wraps for its evidence: through the wrapper the file was
+    ``<string>``, and every image test of matplotlib's rows failed."""
+    files = {"test_images.py": IMAGE_TESTS, "baseline_images/test_images/drawn.png": b"an image"}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    tid = "test_images.py::test_drawn_as_the_baseline"
+    run = run_tests(
+        shared_test_sandbox(),
+        buffer.getvalue(),
+        FileChanges(),
+        [tid],
+        test_files={"test_images.py": IMAGE_TESTS},
+        python=sys.executable,
+    )
+    assert run.error is None, run.output[-2000:]
+    assert run.outcomes == {tid: "passed"}, run.output[-2000:]

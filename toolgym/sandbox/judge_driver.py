@@ -348,6 +348,17 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
         except (AttributeError, TypeError):
             pass
         return called
+    # the wrapper is the test's function to the tests: inspect finds the test's file through it, as
+    # matplotlib's image_comparison finds its baseline images (by inspect.getfile of the function it
+    # decorates: through the wrapper, the file was "<string>", and every image test failed)
+    wrapper_code = next(
+        c for c in wrap.__code__.co_consts if type(c) is types.CodeType and c.co_name == "called")
+    def getfile(object, _real=inspect.getfile, _code=wrapper_code, _function=types.FunctionType):
+        if type(object) is _function and object.__code__ is _code:
+            object = getattr(object, "__wrapped__", object)
+        return _real(object)
+    getfile.__doc__ = inspect.getfile.__doc__
+    inspect.getfile = getfile
     def codes_in(code, out):
         out[id(code)] = code
         for const in code.co_consts:
@@ -372,7 +383,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     ours = {}
     for fn in (_tg_tests, _tg_sealed, _tg_pytest, _tg_unittest, _tg_sympy, _tg_seal, _tg_pristine,
                _tg_expand, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome, _tg_error_line, wrap,
-               get_objects, get_referrers):
+               get_objects, get_referrers, getfile):
         codes_in(fn.__code__, ours)
     emitters = frozenset(id(c) for c in ours.values() if c.co_name in ("called", "awaited"))
     walkers = frozenset(id(c) for c in ours.values() if c.co_name in ("get_objects", "get_referrers"))
