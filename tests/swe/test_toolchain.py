@@ -62,8 +62,14 @@ def test_matplotlibs_system_libraries_are_recorded_where_missing_not_refused(tmp
     missing = toolchain.missing_for(
         "matplotlib/matplotlib", sys.executable, toolchain.SYSTEM_LIBRARIES["matplotlib/matplotlib"]
     )
-    assert {part.key for part, _ in missing} >= {"pkg-config", "freetype"}
+    assert {part.key for part, _ in missing} >= {"pkg-config", "freetype", "ghostscript"}
     assert "pkg-config" not in toolchain.COMPILED_REPOSITORIES["matplotlib/matplotlib"]
+    # xarray's cartopy builds from its sdist against PROJ and GEOS: recorded, and not a compiled repository
+    missing = toolchain.missing_for(
+        "pydata/xarray", sys.executable, toolchain.SYSTEM_LIBRARIES["pydata/xarray"]
+    )
+    assert [part.key for part, _ in missing] == ["pkg-config", "proj", "geos"]
+    assert toolchain.parts_for("pydata/xarray") == ()
 
 
 def test_doctor_lists_each_part_whether_it_is_here_and_who_needs_it():

@@ -30,11 +30,16 @@ COMPILED_REPOSITORIES: dict[str, tuple[str, ...]] = {
     "matplotlib/matplotlib": ("c", "c++", "python_headers"),
     "scikit-learn/scikit-learn": ("c", "c++", "openmp", "python_headers"),  # Cython, C++ and OpenMP
 }
-#: system libraries a build takes from the machine where it has them: matplotlib 3.3 and later otherwise
-#: download FreeType's and Qhull's sources at build time (nothing downloads here); older versions use the
-#: system's FreeType and their own copy of Qhull. The build records which are missing; it does not refuse.
+#: system libraries and programs a build or its tests take from the machine where it has them: matplotlib
+#: 3.3 and later otherwise download FreeType's and Qhull's sources at build time (nothing downloads here;
+#: older versions use the system's FreeType and their own copy of Qhull), and its PDF and EPS image
+#: comparisons need Ghostscript (skipped without it, where SWE-bench's images had it); xarray's recipes
+#: bring cartopy, whose sdist builds against PROJ and GEOS; sphinx's graphviz tests run Graphviz's dot.
+#: The build records which are missing; it does not refuse.
 SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {
-    "matplotlib/matplotlib": ("pkg-config", "freetype", "qhull"),
+    "matplotlib/matplotlib": ("pkg-config", "freetype", "qhull", "ghostscript"),
+    "pydata/xarray": ("pkg-config", "proj", "geos"),
+    "sphinx-doc/sphinx": ("graphviz",),  # sphinx.ext.graphviz's tests skip without dot
 }
 
 
@@ -186,6 +191,24 @@ PARTS: dict[str, Part] = {
                 ".c",
                 ["-lqhull_r"],
             ),
+        ),
+        Part(
+            "ghostscript",
+            "Ghostscript (gs), for PDF and EPS image comparisons",
+            "ghostscript",
+            lambda _: None if shutil.which("gs") else "no gs on PATH",
+        ),
+        Part(
+            "proj",
+            "PROJ's headers and library (pkg-config proj)",
+            "libproj-dev",
+            lambda _: _pkg_config("proj"),
+        ),
+        Part(
+            "geos",
+            "GEOS's headers and library (geos-config)",
+            "libgeos-dev",
+            lambda _: None if shutil.which("geos-config") else "no geos-config on PATH",
         ),
     )
 }
