@@ -4,12 +4,14 @@ with `pkg_resources` and `setuptools.dep_util`, the legacy editable install wher
 in `environment.yml`, pytest as the repository under test, a base commit that declares a dependency its
 setup commit does not, `--exclude-newer` with pinned recipes, a clone missing objects, a source build that
 needs the environment's setuptools, and a compiled repository whose rebuild needs what only its build system
-declares, pytest 7.4 with a package imported before its conftest, a submodule the build needs, and a legacy
-namespace package. The builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy, pytest and its
-dependencies)."""
+declares, pytest 7.4 with a package imported before its conftest, a submodule the build needs, a legacy
+namespace package, conda packages PyPI cannot build, and a build whose download of a library's source
+fails (matplotlib's FreeType). The builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy,
+pytest and its dependencies)."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import tarfile
@@ -22,7 +24,8 @@ import pytest
 
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.envs.swe import swe_oracle, swe_wrong
-from toolgym.swe.environments import BuildFailed, build_all, egg_requirements, plan
+from toolgym.swe import toolchain
+from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, egg_requirements, plan
 from toolgym.swe.pre_install import apt_packages, repository_step
 from toolgym.swe.repos import RepoStore, RepoUnavailable
 from toolgym.testing.scripted import script_texts
@@ -629,3 +632,69 @@ def test_conda_packages_pypi_cannot_build_get_their_series_wheels_or_are_not_ins
         "python=3.11",
         "needscairo (conda only here: no wheel for this Python, and its source build failed)",
     ]
+
+
+def test_where_the_builds_download_of_a_library_fails_it_asks_for_the_machines(tmp_path, monkeypatch):
+    """matplotlib 3.3+ downloads FreeType's and Qhull's sources during its build unless ``mplsetup.cfg``
+    says otherwise. Where that download fails, the build writes ``mplsetup.cfg`` for the libraries the
+    machine has (here: Qhull found, FreeType not) and installs again; being a file the install leaves in the
+    tree, it reaches each workspace and the judge's rebuild with the compiled parts."""
+    setup = (
+        "import os\nfrom setuptools import setup\n\n"
+        "if not os.path.exists('mplsetup.cfg'):  # as matplotlib's setupext.py says it, with no network\n"
+        "    raise IOError(\"Failed to download any of the following: ['https://download.savannah.gnu.org/"
+        "releases/freetype/freetype-2.6.1.tar.gz']\")\n"
+        "setup(name='oldpkg', version='1.0', packages=['oldpkg'])\n"
+    )
+    (tmp_path / "root").mkdir()
+    root = open_to_sandbox(tmp_path / "root")
+    row = _row(
+        root / "repos",
+        "mpl",
+        {"setup.py": setup, "oldpkg/__init__.py": "", "oldpkg/area.py": AREA},
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+    )
+    monkeypatch.setitem(toolchain.SYSTEM_LIBRARIES, row["repo"], ("freetype", "qhull"))
+    monkeypatch.setitem(
+        toolchain.BUILD_SETTINGS, row["repo"], toolchain.BUILD_SETTINGS["matplotlib/matplotlib"]
+    )
+    monkeypatch.setitem(
+        toolchain.PARTS, "qhull", toolchain.Part("qhull", "Qhull", "libqhull-dev", lambda _: None)
+    )
+    absent = toolchain.Part(
+        "freetype", "FreeType", "libfreetype-dev", lambda _: "pkg-config knows no freetype2"
+    )
+    monkeypatch.setitem(toolchain.PARTS, "freetype", absent)
+    envs = root / "envs"
+    manifest = build_with_this_python([row], root / "repos", envs)["acme/mpl"]
+    assert manifest["build_settings"] == {"mplsetup.cfg": "[libs]\nsystem_qhull = true\n"}
+    assert manifest["system_libraries_missing"] == ["freetype"]
+    assert "mplsetup.cfg" in manifest["overlay_files"]
+    with tarfile.open(fileobj=io.BytesIO(EnvironmentStore(envs).overlay(manifest["key"]))) as tar:
+        member = tar.extractfile("mplsetup.cfg")
+        assert member is not None and member.read() == b"[libs]\nsystem_qhull = true\n"
+    log = (envs / manifest["key"] / "build.log").read_text()
+    assert log.index("Failed to download any of the following") < log.index("its download failed: wrote")
+
+
+def test_where_the_builds_download_works_nothing_is_asked_of_the_machine(tmp_path, monkeypatch):
+    """A build whose download works (a machine with a network) takes the library versions the repository's
+    tests were drawn with, as SWE-bench's images did: no ``mplsetup.cfg``."""
+    (tmp_path / "root").mkdir()
+    root = open_to_sandbox(tmp_path / "root")
+    plain = "from setuptools import setup\n\nsetup(name='oldpkg', version='1.0', packages=['oldpkg'])\n"
+    row = _row(
+        root / "repos",
+        "mplnet",
+        {"setup.py": plain, "oldpkg/__init__.py": "", "oldpkg/area.py": AREA},
+        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
+    )
+    monkeypatch.setitem(toolchain.SYSTEM_LIBRARIES, row["repo"], ("qhull",))
+    monkeypatch.setitem(
+        toolchain.BUILD_SETTINGS, row["repo"], toolchain.BUILD_SETTINGS["matplotlib/matplotlib"]
+    )
+    monkeypatch.setitem(
+        toolchain.PARTS, "qhull", toolchain.Part("qhull", "Qhull", "libqhull-dev", lambda _: None)
+    )
+    manifest = build_with_this_python([row], root / "repos", root / "envs")["acme/mplnet"]
+    assert manifest["build_settings"] == {} and "mplsetup.cfg" not in manifest["overlay_files"]

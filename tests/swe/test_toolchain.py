@@ -4,16 +4,14 @@ package (before anything resolves), and ``toolgym doctor``'s table of them."""
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from toolgym.swe import toolchain
-from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, plan
+from toolgym.swe.environments import BuildFailed, build_all, plan
 from toolgym.testing.swe_layouts import layout_row
 
 PYTEST_PIN = f"pytest=={pytest.__version__}"
@@ -92,32 +90,3 @@ def test_matplotlibs_setup_asks_for_the_system_libraries_the_machine_has():
     assert settings(["qhull"]) == {"mplsetup.cfg": "[libs]\nsystem_qhull = true\n"}
     assert settings(["pkg-config"]) == {}  # nothing to ask for: its build downloads (and fails) as before
     assert toolchain.build_settings("acme/cext", ["freetype"]) == {}
-
-
-def test_a_build_writes_the_library_settings_before_its_install_and_the_overlay_carries_them(
-    tmp_path, monkeypatch
-):
-    """matplotlib 3.3+ downloads FreeType and Qhull at build time unless ``mplsetup.cfg`` says otherwise:
-    the build writes it (here: Qhull found, FreeType not) before the install, and, being a file the install
-    leaves in the tree, it reaches each workspace and the judge's rebuild with the compiled parts."""
-    row = layout_row(tmp_path / "repos", "cext", pytest_pin=PYTEST_PIN)
-    monkeypatch.setitem(toolchain.SYSTEM_LIBRARIES, row["repo"], ("freetype", "qhull"))
-    monkeypatch.setitem(
-        toolchain.BUILD_SETTINGS, row["repo"], toolchain.BUILD_SETTINGS["matplotlib/matplotlib"]
-    )
-    present = toolchain.Part("qhull", "Qhull", "libqhull-dev", lambda _: None)
-    absent = toolchain.Part(
-        "freetype", "FreeType", "libfreetype-dev", lambda _: "pkg-config knows no freetype2"
-    )
-    monkeypatch.setitem(toolchain.PARTS, "qhull", present)
-    monkeypatch.setitem(toolchain.PARTS, "freetype", absent)
-    envs = tmp_path / "envs"
-    (manifest,) = build_all(plan([row]), tmp_path / "repos", envs).values()
-    assert isinstance(manifest, dict), manifest
-    assert manifest["build_settings"] == {"mplsetup.cfg": "[libs]\nsystem_qhull = true\n"}
-    assert manifest["system_libraries_missing"] == ["freetype"]
-    assert "mplsetup.cfg" in manifest["overlay_files"]
-    with tarfile.open(fileobj=io.BytesIO(EnvironmentStore(envs).overlay(manifest["key"]))) as tar:
-        assert tar.extractfile("mplsetup.cfg").read() == b"[libs]\nsystem_qhull = true\n"
-    log = (envs / manifest["key"] / "build.log").read_text()
-    assert log.index("wrote mplsetup.cfg") < log.index("=== install ===")

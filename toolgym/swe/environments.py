@@ -702,11 +702,11 @@ class EnvironmentStore:
         libraries = toolchain.SYSTEM_LIBRARIES.get(entry.repo, ())
         libraries_missing = [part.key for part, _ in toolchain.missing_for(entry.repo, chosen["executable"],
                                                                            libraries)]  # fmt: skip
-        settings = toolchain.build_settings(entry.repo, [k for k in libraries if k not in libraries_missing])
-        settings = {name: text for name, text in settings.items() if not (src / name).exists()}
-        for name, text in settings.items():  # the repository's own file, where it has one, wins
-            (src / name).write_text(text)
-            log.fh.write(f"wrote {name} (the system libraries this machine has):\n{text}")
+        # the files that ask the build for the system libraries the machine has, written where the build's
+        # own download of their sources fails (below); the repository's own file, where it has one, wins
+        offered = toolchain.build_settings(entry.repo, [k for k in libraries if k not in libraries_missing])
+        offered = {name: text for name, text in offered.items() if not (src / name).exists()}
+        settings: dict[str, str] = {}
 
         log.step("venv")
         venv = tmp / "venv"
@@ -864,7 +864,16 @@ class EnvironmentStore:
                 continue
             target = _editable_target(argv[5:])
             try:
-                uv_run("install", argv[5:])
+                try:
+                    uv_run("install", argv[5:])
+                except BuildFailed:
+                    if settings or not offered or toolchain.SOURCE_DOWNLOAD_FAILED not in log.last_output:
+                        raise
+                    for name, text in offered.items():
+                        (src / name).write_text(text)
+                        log.fh.write(f"its download failed: wrote {name} for the system libraries:\n{text}")
+                    settings.update(offered)
+                    uv_run("install", argv[5:])
                 editable = "PEP 660: the build backend's build_editable" if target else editable
             except BuildFailed:
                 if target is None or "build_editable" not in log.last_output:

@@ -47,14 +47,18 @@ SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {
 #: matplotlib ignores it in git, so the install leaves it as a generated file: the overlay carries it into
 #: every workspace, and the judge's rebuild of an agent's C++ change reads it too.
 MPL_SETUP_CFG = "mplsetup.cfg"
+#: what matplotlib's build says when it cannot download FreeType's or Qhull's source (setupext.py): only
+#: then does a build ask for the system's. Where the download works, the build takes the FreeType its tests
+#: were drawn with (2.6.1), as SWE-bench's images did
+SOURCE_DOWNLOAD_FAILED = "Failed to download any of the following"
 
 
 def _mpl_setup_cfg(present: Sequence[str]) -> dict[str, str]:
     """matplotlib 3.3 and later download FreeType's and Qhull's sources during the build unless
-    ``mplsetup.cfg`` asks for the system's (``system_freetype``, ``system_qhull``): nothing downloads here,
-    so where the machine has one the build uses it. Text-rendering image tests compare against baselines
-    drawn with FreeType 2.6.1, the version matplotlib's own build downloads, so on another FreeType they
-    can fail: the manifest records the choice."""
+    ``mplsetup.cfg`` asks for the system's (``system_freetype``, ``system_qhull``): where that download
+    fails (no network beyond the package index), the build asks for those the machine has. Text-rendering
+    image tests compare against baselines drawn with FreeType 2.6.1, the version matplotlib's own build
+    downloads, so on another FreeType they fail: the manifest records the choice."""
     lines = [f"system_{key} = true" for key in ("freetype", "qhull") if key in present]
     return {MPL_SETUP_CFG: "[libs]\n" + "\n".join(lines) + "\n"} if lines else {}
 
@@ -66,8 +70,9 @@ BUILD_SETTINGS: dict[str, Callable[[Sequence[str]], dict[str, str]]] = {
 
 
 def build_settings(repo: str, present: Sequence[str]) -> dict[str, str]:
-    """The files (name: text) to write into ``repo``'s checkout before its install so that its build takes
-    the system libraries ``present`` (``SYSTEM_LIBRARIES``' keys) rather than downloading their sources."""
+    """The files (name: text) to write into ``repo``'s checkout so that its build takes the system libraries
+    ``present`` (``SYSTEM_LIBRARIES``' keys) where downloading their sources failed
+    (``SOURCE_DOWNLOAD_FAILED``)."""
     settings = BUILD_SETTINGS.get(repo)
     return settings(present) if settings is not None else {}
 
@@ -255,7 +260,9 @@ def report(python: str) -> list[list[str]]:
 __all__ = [
     "BUILD_SETTINGS",
     "COMPILED_REPOSITORIES",
+    "MPL_SETUP_CFG",
     "PARTS",
+    "SOURCE_DOWNLOAD_FAILED",
     "SYSTEM_LIBRARIES",
     "Part",
     "build_settings",
