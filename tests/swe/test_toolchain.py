@@ -90,3 +90,13 @@ def test_matplotlibs_setup_asks_for_the_system_libraries_the_machine_has():
     assert settings(["qhull"]) == {"mplsetup.cfg": "[libs]\nsystem_qhull = true\n"}
     assert settings(["pkg-config"]) == {}  # nothing to ask for: its build downloads (and fails) as before
     assert toolchain.build_settings("acme/cext", ["freetype"]) == {}
+
+
+def test_every_part_a_repository_names_is_one_the_toolchain_probes():
+    """A build looks each named part up in ``PARTS``: one named and not defined would stop every build of
+    that repository with a KeyError (sphinx's Graphviz once did)."""
+    named = {key for keys in toolchain.COMPILED_REPOSITORIES.values() for key in keys}
+    named |= {key for keys in toolchain.SYSTEM_LIBRARIES.values() for key in keys}
+    assert named <= set(toolchain.PARTS), named - set(toolchain.PARTS)
+    for repo, keys in toolchain.SYSTEM_LIBRARIES.items():
+        assert len(toolchain.missing_for(repo, sys.executable, keys)) <= len(keys)

@@ -204,6 +204,12 @@ PARTS: dict[str, Part] = {
             lambda _: None if shutil.which("gs") else "no gs on PATH",
         ),
         Part(
+            "graphviz",
+            "Graphviz (dot)",
+            "graphviz",
+            lambda _: None if shutil.which("dot") else "no dot on PATH",
+        ),
+        Part(
             "proj",
             "PROJ's headers and library (pkg-config proj)",
             "libproj-dev",
