@@ -69,6 +69,7 @@ from toolgym.swe.pre_install import (
 from toolgym.swe.recipes import DEFAULT_INSTALL, Recipe, UserRecipes, recipe_for
 from toolgym.swe.repos import RepoStore, RepoUnavailable, git, shared_repo_store
 from toolgym.swe.requirements import (
+    PROJECT_NAME,
     RequirementsMissing,
     build_requires,
     clean_lines,
@@ -117,7 +118,7 @@ BUILD_CONSTRAINTS = "build-constraints.txt"
 #: ``setuptools.build_meta:__legacy__``, 40.8.0): an environment with an older one has its builds held to it
 LEGACY_BACKEND_SINCE = (40, 8)
 #: an exact pin of a release (``numpy==1.19.2``): its series (``1.19``) has the wheels a conda build stood for
-_EXACT_PIN = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9_.\-]*)==(?P<minor>\d+\.\d+)(?:\.\d+)+")
+_EXACT_PIN = re.compile(rf"(?P<name>{PROJECT_NAME})==(?P<minor>\d+\.\d+)(?:\.\d+)+")
 #: a recipe's exact setuptools pin (``setuptools==68.0.0``), installed before the other packages
 _SETUPTOOLS_PIN = re.compile(r"setuptools==[0-9][0-9A-Za-z.]*")
 #: how many remedies (``_hold_builds``, ``_build_here``) one install may try after its builds failed
@@ -787,22 +788,20 @@ class EnvironmentStore:
                 except BuildFailed:
                     missing = registry_misses(log.last_output) & _names(conda)
                     failed = failed_source_builds(log.last_output) & _names(conda)
-                    relax = [c for c in conda if package_name(c) in failed and _EXACT_PIN.fullmatch(c)]
+                    pins = [(c, _EXACT_PIN.fullmatch(c)) for c in conda if package_name(c) in failed]
+                    relax = {c: f"{m['name']}=={m['minor']}.*" for c, m in pins if m is not None}
                     if not missing and relax:
-                        for pin in relax:
-                            series = _EXACT_PIN.fullmatch(pin)
-                            assert series is not None
-                            conda_relaxed[pin] = f"{series['name']}=={series['minor']}.*"
-                        conda = [conda_relaxed.get(c, c) for c in conda]
+                        conda_relaxed.update(relax)
+                        conda = [relax.get(c, c) for c in conda]
                         continue
                     gone = missing or failed
+                    if not gone:
+                        raise
                     why = (
                         "conda only: not in the package index"
                         if missing
                         else "conda only here: no wheel for this Python, and its source build failed"
                     )
-                    if not gone:
-                        raise
                     dropped += [f"{c} ({why})" for c in conda if package_name(c) in gone]
                     conda = [c for c in conda if package_name(c) not in gone]
             return dropped

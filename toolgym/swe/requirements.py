@@ -206,11 +206,14 @@ def package_name(spec: str) -> str:
     return re.sub(r"[-_.]+", "-", _name(spec))
 
 
+#: a project's name as uv's messages print it
+PROJECT_NAME = r"[A-Za-z0-9][A-Za-z0-9_.\-]*"
+
+
 def registry_misses(output: str) -> set[str]:
     """The names uv's failed resolution says the package index does not have at all (normalized)."""
     found = re.findall(
-        r"([A-Za-z0-9][A-Za-z0-9_.\-]*) was not found in the (?:package registry|provided package locations)",
-        output,
+        rf"({PROJECT_NAME}) was not found in the (?:package registry|provided package locations)", output
     )
     return {package_name(name) for name in found}
 
@@ -220,11 +223,10 @@ def failed_source_builds(output: str) -> set[str]:
     packages its hints say required them (``pycairo`` was included because ``pygobject`` depends on it)."""
     failed = {
         package_name(name)
-        for name in re.findall(r"Failed to (?:download and )?build `([A-Za-z0-9][A-Za-z0-9_.\-]*)", output)
+        for name in re.findall(rf"Failed to (?:download and )?build `({PROJECT_NAME})", output)
     }
     for dep, parent in re.findall(
-        r"`([A-Za-z0-9][A-Za-z0-9_.\-]*)` \(v[^)]*\) was included because `([A-Za-z0-9][A-Za-z0-9_.\-]*)`",
-        output,
+        rf"`({PROJECT_NAME})` \(v[^)]*\) was included because `({PROJECT_NAME})`", output
     ):
         if package_name(dep) in failed:
             failed.add(package_name(parent))

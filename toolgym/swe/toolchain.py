@@ -31,10 +31,11 @@ COMPILED_REPOSITORIES: dict[str, tuple[str, ...]] = {
     "scikit-learn/scikit-learn": ("c", "c++", "openmp", "python_headers"),  # Cython, C++ and OpenMP
 }
 #: system libraries and programs a build or its tests take from the machine where it has them: matplotlib
-#: 3.3 and later otherwise download FreeType's and Qhull's sources at build time (nothing downloads here;
-#: older versions use the system's FreeType and their own copy of Qhull), and its PDF and EPS image
-#: comparisons need Ghostscript (skipped without it, where SWE-bench's images had it); xarray's recipes
-#: bring cartopy, whose sdist builds against PROJ and GEOS; sphinx's graphviz tests run Graphviz's dot.
+#: 3.3 and later download FreeType's and Qhull's sources at build time, and take the system's where that
+#: download fails (``build_settings``; older versions use the system's FreeType and their own copy of
+#: Qhull), and its PDF and EPS image comparisons need Ghostscript (skipped without it, where SWE-bench's
+#: images had it); xarray's recipes bring cartopy, whose sdist builds against PROJ and GEOS; sphinx's
+#: graphviz tests run Graphviz's dot.
 #: The build records which are missing; it does not refuse.
 SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {
     "matplotlib/matplotlib": ("pkg-config", "freetype", "qhull", "ghostscript"),
@@ -63,7 +64,8 @@ def _mpl_setup_cfg(present: Sequence[str]) -> dict[str, str]:
     return {MPL_SETUP_CFG: "[libs]\n" + "\n".join(lines) + "\n"} if lines else {}
 
 
-#: per repository: the files its checkout gets before the install, given the system libraries present
+#: per repository: the files its checkout gets when its build's download of a library's source failed,
+#: given the system libraries present
 BUILD_SETTINGS: dict[str, Callable[[Sequence[str]], dict[str, str]]] = {
     "matplotlib/matplotlib": _mpl_setup_cfg,
 }
