@@ -6,6 +6,7 @@ cache after `make install`)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,41 @@ def test_validate_runs_every_row_and_its_results_are_what_swe_v0_reads(built):
     results = [json.loads(line) for line in (root / "validation.jsonl").read_text().splitlines()]
     assert {r["instance_id"] for r in results if r["ok"]} == {r["instance_id"] for r in built["rows"]}
     assert len(list((root / "envs" / "validation").glob("*.json"))) == 4  # the cache SWE-v0's draw reads
+
+
+def _slow_row(row: dict, seconds: int) -> dict:
+    """``row`` whose FAIL_TO_PASS test sleeps ``seconds`` first (the test patch's hunk one line longer)."""
+    added = "+def test_rectangle():\n"
+    assert added in row["test_patch"]
+    patch = row["test_patch"].replace(added, added + f"+    __import__('time').sleep({seconds})\n")
+    patch = re.sub(r"^(@@ -\S+ \+\d+,)(\d+)", lambda m: m[1] + str(int(m[2]) + 1), patch, flags=re.M)
+    return {**row, "instance_id": "acme__src-slow", "test_patch": patch}
+
+
+def test_validate_takes_its_limit_per_test_and_a_test_past_it_names_the_option(built):
+    """A test that runs past the judge's limit per test is refused with that reason and the option that
+    gives more; given more, the row validates (the limits are in the cache's key: not answered from the
+    refusal)."""
+    root = built["root"]
+    src = next(r for r in built["rows"] if r["instance_id"] == "acme__src-1")
+    rows = root / "slow.jsonl"
+    rows.write_text(json.dumps(_slow_row(src, 3)) + "\n")
+    toolgym_cli = [sys.executable, "-m", "toolgym.cli"]
+
+    def validate(*limit: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [*toolgym_cli, "swe", "validate", str(rows), "--repos", str(root / "repos"), "--envs",
+             str(root / "envs"), "--out", str(root / "slow-validation.jsonl"), *limit],
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+
+    refused = validate("--test-timeout", "1")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    (result,) = [json.loads(line) for line in (root / "slow-validation.jsonl").read_text().splitlines()]
+    assert not result["ok"] and "timed out" in result["reason"], result
+    assert "past the judge's 1 s per test" in result["reason"] and "--test-timeout" in result["reason"]
+    valid = validate("--test-timeout", "60")
+    assert valid.returncode == 0 and "1 of 1 rows valid here" in valid.stdout, valid.stdout + valid.stderr
 
 
 def test_a_python_the_machine_lacks_is_refused_or_asked_of_uv_when_allowed(tmp_path, monkeypatch):

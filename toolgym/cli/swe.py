@@ -11,11 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolgym.util.kwargs import positive_int
+from toolgym.util.kwargs import positive_float, positive_int
 from toolgym.util.table import format_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT
+
     swe = sub.add_parser(
         "swe",
         help="repository tasks for toolgym/SWE-v0: mine rows, build their environments, validate them",
@@ -104,6 +106,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     _rows_and_repos(validate, "rows")
     validate.add_argument("--envs", required=True, metavar="ENVS", help="the built environments")
     validate.add_argument("--out", default=None, metavar="FILE", help="write each row's result (JSONL)")
+    validate.add_argument(
+        "--test-timeout",
+        type=positive_float,
+        default=DEFAULT_TEST_TIMEOUT,
+        metavar="S",
+        help=f"seconds per test; past it the test fails (default {DEFAULT_TEST_TIMEOUT:g}; a slow machine "
+        "may need more: SWE-bench's harness bounds only the whole run)",
+    )
+    validate.add_argument(
+        "--judge-timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT,
+        metavar="S",
+        help=f"seconds for one judge run, every test together (default {DEFAULT_TIMEOUT:g})",
+    )
     validate.set_defaults(func=cmd_validate)
 
 
@@ -271,11 +288,19 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from toolgym.envs.swe_tasks import TaskRefused
     from toolgym.swe.validate import ValidationCache
 
-    env = gym.make("toolgym/SWE-v0", tasks=args.rows, repos=args.repos, envs=args.envs)
+    limits = (args.judge_timeout, args.test_timeout)
+    env = gym.make(
+        "toolgym/SWE-v0",
+        tasks=args.rows,
+        repos=args.repos,
+        envs=args.envs,
+        judge_timeout=limits[0],
+        test_timeout=limits[1],
+    )
     source: Any = env.unwrapped.tasks  # type: ignore[attr-defined]  # (SWE-v0's ToolEnv)
     verifier: Any = env.unwrapped.verifier  # type: ignore[attr-defined]
     ids = [source.rows.task_at(i).id for i in range(len(source))]
-    cache = ValidationCache(args.envs)
+    cache = ValidationCache(args.envs, limits)
     bar = tqdm(total=len(ids), unit="row", desc="validating", file=sys.stderr, disable=None)
 
     def one(task_id: str) -> dict:

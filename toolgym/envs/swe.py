@@ -227,7 +227,7 @@ def make_swe_env(
         source = procedural_source(level, where)
     else:
         rows = tasks if isinstance(tasks, FiniteSource) else row_source(tasks)
-        cache = ValidationCache(envs) if envs is not None else None
+        cache = ValidationCache(envs, (judge_timeout, test_timeout)) if envs is not None else None
         check = (
             validator(spaces, bash, python_for, judge_timeout, test_timeout, judge_options, cache)
             if validate

@@ -3,7 +3,8 @@ unpatched repository fails a FAIL_TO_PASS test (SWE-v0 runs it when a row is fir
 validate`` runs it over a whole file, in parallel).
 
 With built environments (``envs=``) each result is kept in ``ENVS/validation/`` (``ValidationCache``),
-keyed by what decides it (the row's commit, patches and tests, the environment, and the judge's own code),
+keyed by what decides it (the row's commit, patches and tests, the environment, the judge's own code and
+its time limits),
 so that a row validated once, by the command or by any training process, is not validated again, and one
 validated by a toolgym whose judge decided otherwise is validated anew.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.core.task import Task
-from toolgym.rewards.swe import FileChanges, judge, test_sandbox_for
+from toolgym.rewards.swe import DEFAULT_TEST_TIMEOUT, DEFAULT_TIMEOUT, FileChanges, judge, test_sandbox_for
 from toolgym.sandbox.judge_driver import JUDGE_DRIVER, RUNNER
 from toolgym.tools.bash import BashTool
 
@@ -28,13 +29,18 @@ JUDGE_CODE = hashlib.sha256((JUDGE_DRIVER + RUNNER).encode()).hexdigest()[:16]
 
 
 class ValidationCache:
-    """Validation results under ``root/validation/``, one JSON file per (row, environment)."""
+    """Validation results under ``root/validation/``, one JSON file per (row, environment, limits).
 
-    def __init__(self, root: str | Path):
+    ``limits``: the judge's seconds for its whole run and per test. They are in the key: a row refused
+    because a test ran past 120 s is judged again under a larger limit, never answered from the cache."""
+
+    def __init__(
+        self, root: str | Path, limits: tuple[float, float] = (DEFAULT_TIMEOUT, DEFAULT_TEST_TIMEOUT)
+    ) -> None:
         self.dir = Path(root) / "validation"
+        self.limits = tuple(float(x) for x in limits)
 
-    @staticmethod
-    def key(task: Task, python: str) -> str:
+    def key(self, task: Task, python: str) -> str:
         d = task.data
         try:  # a rebuilt environment is a new one (its interpreter's link is made anew)
             stamp = os.lstat(python).st_mtime_ns
@@ -42,6 +48,8 @@ class ValidationCache:
             stamp = 0
         body = [d.get("instance_id"), d.get("base_commit"), d.get("patch"), d.get("test_patch"),
                 d.get("fail_to_pass"), d.get("pass_to_pass"), python, stamp, JUDGE_CODE]  # fmt: skip
+        if self.limits != (DEFAULT_TIMEOUT, DEFAULT_TEST_TIMEOUT):  # (the defaults' keys are as before)
+            body.append(list(self.limits))
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
 
     def get(self, task: Task, python: str) -> dict[str, Any] | None:
@@ -94,6 +102,20 @@ def validate_row(
                 f"it needs a real network: its tests look up {hosts}, which nothing here answers (the "
                 f"judge's runs reach only their own loopback), and its gold patch fails {len(failing)} "
                 f"tests: {sample}",
+                gold=gold.details,
+            )
+        if gold.details.get("tampering"):  # (the test it stopped in reads "timed out": the run ended there)
+            caught = "; ".join(gold.details["tampering"])
+            return done(
+                f"its gold patch's run stopped where the code under test did what the judge's seal refuses "
+                f"({caught}), after {gold.details.get('tests_passed', '?')} tests passed",
+                gold=gold.details,
+            )
+        if "timed out" in failing.values():
+            return done(
+                f"its gold patch does not pass here ({len(failing)} tests: {sample}): a test ran past the "
+                f"judge's {test_timeout:g} s per test (give more with --test-timeout, or test_timeout= to "
+                f"SWE-v0)",
                 gold=gold.details,
             )
         return done(
