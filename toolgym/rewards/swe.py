@@ -50,10 +50,13 @@ beside pytest). What holds by construction:
   closure too), and the hook writes that record only when the event comes from that wrapper's code object,
   around a function whose code object is the one the test file's bytes compile to (compiled, as an import
   and as pytest's assertion rewriter make it, before the repository could run; any other code run under
-  the test file's name is tampering). So rewriting pytest's reports (``TestReport``, ``CallInfo``,
-  ``call_and_report``, ``runtestprotocol``), pluggy's hook calls, or the judge's own plugin, skipping the
-  call, exiting with 0 or forging records yields no pass. A FAIL_TO_PASS test that fails as expected
-  (``xfail``) has not been fixed (a PASS_TO_PASS one still counts, as in SWE-bench).
+  the test file's name is tampering). A test a listed file's class inherits from another file counts as
+  that file's code, read the same way: the files its classes' bases are imported from, where the change
+  left them unchanged (a base the change rewrote: ``unverified``). So rewriting pytest's reports
+  (``TestReport``, ``CallInfo``, ``call_and_report``, ``runtestprotocol``), pluggy's hook calls, or the
+  judge's own plugin, skipping the call, exiting with 0 or forging records yields no pass. A FAIL_TO_PASS
+  test that fails as expected (``xfail``) has not been fixed (a PASS_TO_PASS one still counts, as in
+  SWE-bench).
 
 What is a check (fail closed: the run stops, the verdict is 0 with ``details["tampering"]`` naming it):
 pytest's, pluggy's and unittest's reporting classes and functions compared against their state before the

@@ -103,6 +103,7 @@ def _tg_judge(ws, shown, python, runner):
     if not cfg.get("plugin_autoload", True):  # (a suite that needs no installed plugin: run_tests says)
         env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     run = {"fd": rep_w, "root": shown, "ids": cfg["ids"], "files": cfg["files"],
+           "changed": sorted({e[0] for e in cfg.get("changes", ())}),
            "test_timeout": cfg["test_timeout"], "trace": cfg.get("trace", False),
            "id_rule": cfg.get("id_rule", "exact"), "runner": cfg.get("runner"),
            "network": cfg.get("network", True)}
@@ -256,6 +257,74 @@ def _tg_expand(root, files):
                     out.append(os.path.relpath(os.path.join(where, name), root))
     return out
 
+def _tg_bases(root, files, changed):
+    # the files whose test classes the listed files' classes inherit from (astropy's TestMetaTable from
+    # astropy/utils/tests/test_metadata.py's MetaBaseTest, imported by name), read before the repository can
+    # run: their test functions are the listed tests' own. Only a file the change leaves as it was (the base
+    # commit's or the test patch's) counts: a base class the change rewrote is the change's, not the test's.
+    # {listed file: (it, and each file its classes' bases come from, up to three levels)}
+    import ast, os
+    changed = frozenset(changed)
+    def module_file(module):
+        for base in (module.replace(".", "/"), "src/" + module.replace(".", "/")):
+            for rel in (base + ".py", base + "/__init__.py"):
+                if os.path.isfile(os.path.join(root, rel)):
+                    return rel
+        return None
+    def sources(rel):
+        # the files the classes of `rel` take their bases from
+        try:
+            with open(os.path.join(root, rel), "rb") as fh:
+                tree = ast.parse(fh.read(), filename=rel)
+        except (OSError, SyntaxError, ValueError):
+            return set()
+        package = os.path.dirname(rel).replace("/", ".")
+        names = {}  # a name bound by an import: the module it names or is taken from
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".") if package else []
+                    parts = parts[:len(parts) - node.level + 1] if node.level <= len(parts) + 1 else []
+                    module = ".".join(parts + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                for alias in node.names:
+                    names[alias.asname or alias.name] = (module, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    names[alias.asname or alias.name.split(".")[0]] = (
+                        alias.name if alias.asname else alias.name.split(".")[0], None)
+        found = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for base in node.bases:
+                chain = []
+                while isinstance(base, ast.Attribute):
+                    chain.insert(0, base.attr)
+                    base = base.value
+                if not isinstance(base, ast.Name) or base.id not in names:
+                    continue
+                module, name = names[base.id]
+                if name is not None:  # from M import X: X is a class of M, or a module M.X
+                    target = module_file(module + "." + name) if chain else None
+                    target = target or module_file(module)
+                else:  # import M (as m): m.a.X is a class of M.a
+                    target = module_file(".".join([module] + chain[:-1]))
+                if target is not None and target != rel and target.endswith(".py") and target not in changed:
+                    found.add(target)
+        return found
+    out = {}
+    for rel in _tg_expand(root, files):
+        if not rel.endswith(".py"):
+            continue
+        seen, todo = [rel], [rel]
+        for _ in range(3):
+            todo = [t for f in todo for t in sorted(sources(f)) if t not in seen]
+            seen.extend(todo)
+        out[rel] = tuple(seen)
+    return out
+
 def _tg_pristine(root, files):
     # the listed test files' code as their bytes compile, read before any code of the repository can run:
     # as an import makes it, and as pytest's assertion rewriter makes it (with and without the
@@ -303,7 +372,7 @@ def _tg_pristine(root, files):
             out[path] = tuple(variants)
     return out
 
-def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
+def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
     # The audit hook that signs and writes every record, and the two functions the runner reports through.
     # What it holds (the key, the channel, the test code it accepts) is bound in its defaults: nothing else
     # refers to it, and Python offers no way to read or remove an audit hook but gc's introspection, whose
@@ -313,6 +382,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     # function whose code is the listed test file's (compiled from the file's bytes before the repository
     # could run).
     import functools, hashlib, inspect, json, os, sys, threading, types
+    bases = {k: tuple(v) for k, v in (bases or {}).items()}  # (see _tg_bases)
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
         _audit("toolgym.judge", _dumps(record))
@@ -382,8 +452,8 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
     gc.get_objects, gc.get_referrers = get_objects, get_referrers
     ours = {}
     for fn in (_tg_tests, _tg_sealed, _tg_pytest, _tg_unittest, _tg_sympy, _tg_seal, _tg_pristine,
-               _tg_expand, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome, _tg_error_line, wrap,
-               get_objects, get_referrers, getfile):
+               _tg_expand, _tg_bases, _tg_find_test, _tg_docs, _tg_command_env, _tg_outcome,
+               _tg_error_line, wrap, get_objects, get_referrers, getfile):
         codes_in(fn.__code__, ours)
     emitters = frozenset(id(c) for c in ours.values() if c.co_name in ("called", "awaited"))
     walkers = frozenset(id(c) for c in ours.values() if c.co_name in ("get_objects", "get_referrers"))
@@ -449,6 +519,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
              _function=types.FunctionType, _method=types.MethodType, _endswith=str.endswith,
              _startswith=str.startswith, _partition=str.partition, _rpartition=str.rpartition, _trace=trace,
              _root=root, _codes_in=codes_in, _old=sys.version_info < (3, 9), _RuntimeError=RuntimeError,
+             _bases=bases,
              _OSError=OSError):
         if event not in _watched:
             return
@@ -513,7 +584,8 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                             why = "another test's function"
                         elif _id(code) not in _genuine:
                             why = "its code is not its test file's"
-                        elif code.co_name != name or not _endswith(code.co_filename, "/" + path):
+                        elif code.co_name != name or not _any(
+                                _endswith(code.co_filename, "/" + f) for f in _bases.get(path, (path,))):
                             why = "another test's function"
                     for space, names in _snapshot:
                         for k, v in names.items():
@@ -597,14 +669,17 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True):
                 _gc_enable()
     private.update(id(o) for o in (
         hook, hook.__defaults__, busy, genuine, told, looked, pristine, snapshot, private, *snapshot,
+        bases, *bases.values(),
         *(names for _, names in snapshot), encode, encode.__defaults__, escapes, nested, me))
     me.append(id(hook.__code__))
     sys.addaudithook(hook)
     return report, wrap
 
-def _tg_find_test(obj, name, path):
+def _tg_find_test(obj, name, paths):
     # the test's own function inside what pytest will call (itself, a bound method, or a decorator's
-    # wrapper that holds it in a closure): (the function, the closure cell holding it or None)
+    # wrapper that holds it in a closure), defined in one of `paths` (its test file, or a file its class's
+    # bases come from): (the function, the closure cell holding it or None)
+    ends = tuple("/" + p for p in paths)
     seen, todo = set(), [(obj, None)]
     while todo and len(seen) < 16:
         fn, cell = todo.pop(0)
@@ -613,7 +688,7 @@ def _tg_find_test(obj, name, path):
             continue
         seen.add(id(fn))
         code = getattr(fn, "__code__", None)
-        if code is not None and code.co_name == name and code.co_filename.endswith("/" + path):
+        if code is not None and code.co_name == name and code.co_filename.endswith(ends):
             return fn, cell
         for c in getattr(fn, "__closure__", None) or ():
             try:
@@ -628,9 +703,11 @@ def _tg_sealed(cfg, key, guarded):
     import os, sys
     network = cfg.get("network", True)
     if hasattr(sys, "addaudithook"):
-        pristine = _tg_pristine(cfg["root"], cfg["files"])
+        bases = _tg_bases(cfg["root"], cfg["files"], cfg.get("changed", ()))
+        cfg["bases"] = bases
+        pristine = _tg_pristine(cfg["root"], sorted({f for found in bases.values() for f in found}))
         return _tg_seal(key, cfg["fd"], pristine, os.path.realpath(cfg["root"]) + os.sep, cfg["trace"],
-                        guarded, network)
+                        guarded, network, bases)
     import hashlib, hmac, json
     def send(record, _key=key, _fd=cfg["fd"], _dumps=json.dumps, _new=hmac.new, _sha=hashlib.sha256,
              _write=os.write):
@@ -792,7 +869,7 @@ def _tg_unittest(cfg, key):
         send({"start": tid})
         undo = []
         method = getattr(self, name, None)
-        fn, cell = _tg_find_test(method, name, path) if (wrap is not None and method is not None) else (
+        fn, cell = _tg_find_test(method, name, (path,)) if (wrap is not None and method is not None) else (
             None, None)
         if fn is not None and cell is None:
             wrapped = wrap(method, tid, path, name)
@@ -904,7 +981,7 @@ def _tg_sympy(cfg, key):
             tid = rel + "::" + fname
             send({"collected": [tid], "forms": {tid: [fname]}})
             send({"start": tid})
-            fn, cell = _tg_find_test(f, fname, rel) if wrap is not None else (None, None)
+            fn, cell = _tg_find_test(f, fname, (rel,)) if wrap is not None else (None, None)
             call, undo = f, None
             if fn is not None and cell is None:
                 call = wrap(f, tid, rel, fname)
@@ -998,6 +1075,7 @@ def _tg_pytest(cfg, key):
                     forms.add(main + "[/" + option.split("/")[-1] + "]")
         return forms
     limit = float(cfg["test_timeout"])
+    bases = cfg.get("bases") or {}  # (set by _tg_sealed: where each listed file's tests' functions may be)
     root = os.path.realpath(cfg["root"]) + os.sep
     trace = cfg["trace"]
     def test_name(nodeid):
@@ -1043,7 +1121,7 @@ def _tg_pytest(cfg, key):
             undo = []
             obj = getattr(item, "obj", None) if wrap is not None else None
             path, name = test_name(item.nodeid)
-            fn, cell = _tg_find_test(obj, name, path) if obj is not None else (None, None)
+            fn, cell = _tg_find_test(obj, name, bases.get(path, (path,))) if obj is not None else (None, None)
             if fn is not None and cell is None:
                 wrapped = wrap(obj, item.nodeid)
                 item.obj = wrapped
