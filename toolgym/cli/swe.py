@@ -1,5 +1,6 @@
 """``toolgym swe``: SWE-v0's repository tasks. ``mine REPO --out FILE``: rows from a local repository;
 ``envs build ROWS --repos DIR --out ENVS``: one environment per repository version, from the rows' recipes;
+``envs report ENVS``: their disk as it lies, build seconds and validation, per environment and repository;
 ``validate ROWS --repos DIR --envs ENVS``: SWE-bench's validation of every row, here."""
 
 from __future__ import annotations
@@ -95,6 +96,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(uv python install: needs uv's download site)",
     )
     build.set_defaults(func=cmd_envs_build)
+    report = env_verbs.add_parser(
+        "report",
+        help="what the built environments cost on disk and took to build, and their rows' validation",
+        description="Per environment and per repository: the build's seconds, the disk it holds as it lies "
+        "(each inode once, as du counts: uv links packages from its cache, so adding up sizes overstates "
+        "it; 'shared': the part also linked from elsewhere, uv's cache or another environment) and how many "
+        "of its rows validated, in how many seconds (median).",
+    )
+    report.add_argument("envs", metavar="ENVS", help="the environments' directory")
+    report.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON")
+    report.set_defaults(func=cmd_envs_report)
 
     validate = verbs.add_parser(
         "validate",
@@ -275,6 +287,49 @@ def cmd_envs_build(args: argparse.Namespace) -> int:
         print(f"failed: {failure}", file=sys.stderr)
     print(f"{len(results) - len(failed)} of {len(results)} environment(s) ready in {args.out}")
     return 1 if failed else 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+def cmd_envs_report(args: argparse.Namespace) -> int:
+    import json
+
+    from toolgym.swe.store_report import Validation, store_report
+
+    try:
+        report = store_report(args.envs)
+    except ValueError as exc:
+        print(f"toolgym swe envs report: {exc}", file=sys.stderr)
+        return 2
+
+    def judged(v: Validation) -> list[str]:
+        median = "" if v.median_s is None else f"{v.median_s:.1f}"
+        return [f"{v.valid}/{v.rows}" if v.rows else "", median]
+
+    headers = ["repository", "environment", "python", "build s", "on disk", "shared", "rows", "valid"]
+    headers.append("median s")
+    print(format_table(headers, [
+        [e.repo, e.key, e.python, "" if e.build_s is None else f"{e.build_s:.0f}",
+         _mib(e.disk.on_disk_bytes), _mib(e.disk.shared_bytes), e.rows, *judged(e.validation)]
+        for e in report.environments
+    ]))  # fmt: skip
+    print()
+    print(format_table(["repository", "environments", "build s", "on disk, together", "valid", "median s"], [
+        [r.repo, r.environments, "" if not r.build_s else f"{r.build_s[0]:.0f} to {r.build_s[-1]:.0f}",
+         _mib(r.disk.on_disk_bytes), *judged(r.validation)]
+        for r in report.repositories
+    ]))  # fmt: skip
+    t = report.total
+    print(
+        f"\n{args.envs}: {len(report.environments)} environment(s), {t.files} files; "
+        f"{_mib(t.listed_bytes)} added up, {_mib(t.on_disk_bytes)} on disk (each inode once), "
+        f"{_mib(t.shared_bytes)} of it also linked from outside the store (uv's cache)"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.as_dict(), indent=1))
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
