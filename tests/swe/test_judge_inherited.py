@@ -6,12 +6,11 @@ change's, not the test's (no evidence), and a base function rewritten at run tim
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 
 from toolgym.rewards.swe import FileChanges, run_tests
 from toolgym.sandbox.shared import shared_test_sandbox
+from toolgym.testing.swe import files_tar
 
 BASE = b"""class AreaChecks:
     def test_area(self):
@@ -37,13 +36,7 @@ def _archive(shapes: bytes) -> bytes:
         "tests/test_area.py": TESTS,
         "shapes.py": shapes,
     }
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
+    return files_tar(files)
 
 
 def _run(shapes: bytes, changes: FileChanges):

@@ -5,12 +5,11 @@ false it evaluates it again after the call, with the judge's wrapper as ``item.o
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 
 from toolgym.rewards.swe import FileChanges, run_tests
 from toolgym.sandbox.shared import shared_test_sandbox
+from toolgym.testing.swe import files_tar
 
 TESTS = b"""import pytest
 
@@ -33,14 +32,9 @@ IDS = [
 
 
 def test_a_string_condition_is_evaluated_in_the_test_modules_globals():
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo("test_marks.py")
-        info.size, info.mode = len(TESTS), 0o644
-        tar.addfile(info, io.BytesIO(TESTS))
     run = run_tests(
         shared_test_sandbox(),
-        buffer.getvalue(),
+        files_tar({"test_marks.py": TESTS}),
         FileChanges(),
         IDS,
         test_files={"test_marks.py": TESTS},
@@ -76,16 +70,10 @@ def test_a_decorator_finds_the_test_functions_file_through_the_judges_wrapper(tm
     function it decorates, which the judge wraps for its evidence: through the wrapper the file was
     ``<string>``, and every image test of matplotlib's rows failed."""
     files = {"test_images.py": IMAGE_TESTS, "baseline_images/test_images/drawn.png": b"an image"}
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            tar.addfile(info, io.BytesIO(data))
     tid = "test_images.py::test_drawn_as_the_baseline"
     run = run_tests(
         shared_test_sandbox(),
-        buffer.getvalue(),
+        files_tar(files),
         FileChanges(),
         [tid],
         test_files={"test_images.py": IMAGE_TESTS},

@@ -4,9 +4,7 @@ judged with toolgym's own interpreter, run without them."""
 
 from __future__ import annotations
 
-import io
 import sys
-import tarfile
 
 import gymnasium as gym
 import pytest
@@ -14,6 +12,7 @@ import pytest
 import toolgym  # noqa: F401 - registers the envs
 from toolgym.rewards.swe import FileChanges, run_tests
 from toolgym.sandbox.shared import shared_test_sandbox
+from toolgym.testing.swe import files_tar
 
 TESTS = b"""import os
 
@@ -27,12 +26,7 @@ IDS = ["test_plugins.py::test_without_plugins", "test_plugins.py::test_with_plug
 
 
 def _archive() -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        info = tarfile.TarInfo("test_plugins.py")
-        info.size, info.mode = len(TESTS), 0o644
-        tar.addfile(info, io.BytesIO(TESTS))
-    return buffer.getvalue()
+    return files_tar({"test_plugins.py": TESTS})
 
 
 @pytest.mark.parametrize(("autoload", "passing"), [(True, IDS[1]), (False, IDS[0])])
