@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from toolgym.rewards.swe import FileChanges, run_tests
+from toolgym.sandbox.judge_driver import RUNNER
 from toolgym.sandbox.shared import shared_test_sandbox
 from toolgym.testing.swe import files_tar
 
@@ -70,3 +71,33 @@ def test_the_inherited_function_rewritten_at_run_time_is_tampering():
     )
     run = _run(BUGGY, FileChanges(files={"shapes.py": swap}))
     assert run.outcomes[TID] != "passed" and run.tampering, (run.outcomes, run.tampering)
+
+
+def test_only_a_base_class_with_tests_of_its_own_is_read_with_the_test_files(tmp_path):
+    """The package's own classes a test file subclasses (sympy's ``Basic``, Django's ``models.Model``) and a
+    package ``__init__`` that re-exports a name hold no test: they are not sealed with the test files (each
+    judge run would compile them, and their code would count as a test's)."""
+    files = {
+        "pkg/__init__.py": "from pkg.core import Basic\n",
+        "pkg/core.py": "class Basic:\n    def test_like(self):\n        return 1\n",
+        "pkg/models.py": "class Model:\n    def save(self):\n        pass\n",
+        "pkg/tests/__init__.py": "",
+        "pkg/tests/helpers.py": "class Checks:\n    def test_area(self):\n        assert True\n",
+        "pkg/tests/test_x.py": (
+            "from pkg import Basic\nfrom pkg import models\nfrom pkg.tests.helpers import Checks\n"
+            "from .helpers import Checks as Again\n\n\n"
+            "class Thing(Basic):\n    pass\n\n\nclass Row(models.Model):\n    pass\n\n\n"
+            "class TestX(Checks):\n    pass\n\n\nclass TestY(Again):\n    pass\n"
+        ),
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    space: dict = {}
+    exec(RUNNER, space)  # the runner's functions only: nothing runs at its top level
+    bases = space["_tg_bases"]
+    found = bases(str(tmp_path), ["pkg/tests/test_x.py"], ())
+    assert found == {"pkg/tests/test_x.py": ("pkg/tests/test_x.py", "pkg/tests/helpers.py")}
+    # a base the change rewrote is not read as the test's
+    changed = bases(str(tmp_path), ["pkg/tests/test_x.py"], ["pkg/tests/helpers.py"])
+    assert changed == {"pkg/tests/test_x.py": ("pkg/tests/test_x.py",)}

@@ -51,8 +51,9 @@ beside pytest). What holds by construction:
   around a function whose code object is the one the test file's bytes compile to (compiled, as an import
   and as pytest's assertion rewriter make it, before the repository could run; any other code run under
   the test file's name is tampering). A test a listed file's class inherits from another file counts as
-  that file's code, read the same way: the files its classes' bases are imported from, where the change
-  left them unchanged (a base the change rewrote: ``unverified``). So rewriting pytest's reports
+  that file's code, read the same way: the files its classes' bases are imported from, where such a file
+  defines the base with test methods of its own and the change left it unchanged (a base the change
+  rewrote: ``unverified``). So rewriting pytest's reports
   (``TestReport``, ``CallInfo``, ``call_and_report``, ``runtestprotocol``), pluggy's hook calls, or the
   judge's own plugin, skipping the call, exiting with 0 or forging records yields no pass. A FAIL_TO_PASS
   test that fails as expected (``xfail``) has not been fixed (a PASS_TO_PASS one still counts, as in

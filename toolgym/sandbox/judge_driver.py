@@ -260,23 +260,41 @@ def _tg_expand(root, files):
 def _tg_bases(root, files, changed):
     # the files whose test classes the listed files' classes inherit from (astropy's TestMetaTable from
     # astropy/utils/tests/test_metadata.py's MetaBaseTest, imported by name), read before the repository can
-    # run: their test functions are the listed tests' own. Only a file the change leaves as it was (the base
-    # commit's or the test patch's) counts: a base class the change rewrote is the change's, not the test's.
+    # run: their test functions are the listed tests' own. A base counts only where the file it is imported
+    # from defines it with test methods of its own (a package's classes, sympy's Basic or Django's
+    # models.Model, and a package's __init__ that re-exports a name, hold no test: sealing them would only
+    # cost each run their compiles), and only where the change leaves the file as it was (the base commit's
+    # or the test patch's): a base class the change rewrote is the change's, not the test's.
     # {listed file: (it, and each file its classes' bases come from, up to three levels)}
     import ast, os
     changed = frozenset(changed)
+    parsed = {}
+    def tree_of(rel):
+        if rel not in parsed:
+            try:
+                with open(os.path.join(root, rel), "rb") as fh:
+                    parsed[rel] = ast.parse(fh.read(), filename=rel)
+            except (OSError, SyntaxError, ValueError):
+                parsed[rel] = None
+        return parsed[rel]
     def module_file(module):
         for base in (module.replace(".", "/"), "src/" + module.replace(".", "/")):
             for rel in (base + ".py", base + "/__init__.py"):
                 if os.path.isfile(os.path.join(root, rel)):
                     return rel
         return None
+    def holds_tests(rel, cls):
+        # `rel` defines class `cls` at its top level, with a test method (pytest's and unittest's prefix)
+        tree = tree_of(rel)
+        return tree is not None and any(
+            isinstance(node, ast.ClassDef) and node.name == cls and any(
+                isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name.startswith("test")
+                for f in node.body)
+            for node in tree.body)
     def sources(rel):
         # the files the classes of `rel` take their bases from
-        try:
-            with open(os.path.join(root, rel), "rb") as fh:
-                tree = ast.parse(fh.read(), filename=rel)
-        except (OSError, SyntaxError, ValueError):
+        tree = tree_of(rel)
+        if tree is None:
             return set()
         package = os.path.dirname(rel).replace("/", ".")
         names = {}  # a name bound by an import: the module it names or is taken from
@@ -311,7 +329,9 @@ def _tg_bases(root, files, changed):
                     target = target or module_file(module)
                 else:  # import M (as m): m.a.X is a class of M.a
                     target = module_file(".".join([module] + chain[:-1]))
-                if target is not None and target != rel and target.endswith(".py") and target not in changed:
+                cls = chain[-1] if chain else name
+                if (target is not None and target != rel and target.endswith(".py") and target not in changed
+                        and holds_tests(target, cls)):
                     found.add(target)
         return found
     out = {}
@@ -382,7 +402,8 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
     # function whose code is the listed test file's (compiled from the file's bytes before the repository
     # could run).
     import functools, hashlib, inspect, json, os, sys, threading, types
-    bases = {k: tuple(v) for k, v in (bases or {}).items()}  # (see _tg_bases)
+    # (see _tg_bases) a copy of its own: the runner's cfg["bases"] is reachable from the runner's frames
+    bases = {k: tuple(v) for k, v in (bases or {}).items()}
     audit = sys.audit
     def report(record, _audit=audit, _dumps=json.dumps):
         _audit("toolgym.judge", _dumps(record))
