@@ -343,19 +343,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from toolgym.envs.swe_tasks import TaskRefused
     from toolgym.swe.validate import ValidationCache
 
-    limits = (args.judge_timeout, args.test_timeout)
     env = gym.make(
         "toolgym/SWE-v0",
         tasks=args.rows,
         repos=args.repos,
         envs=args.envs,
-        judge_timeout=limits[0],
-        test_timeout=limits[1],
+        judge_timeout=args.judge_timeout,
+        test_timeout=args.test_timeout,
     )
     source: Any = env.unwrapped.tasks  # type: ignore[attr-defined]  # (SWE-v0's ToolEnv)
     verifier: Any = env.unwrapped.verifier  # type: ignore[attr-defined]
     ids = [source.rows.task_at(i).id for i in range(len(source))]
-    cache = ValidationCache(args.envs, limits)
+    cache = ValidationCache(args.envs, (args.judge_timeout, args.test_timeout))
     bar = tqdm(total=len(ids), unit="row", desc="validating", file=sys.stderr, disable=None)
 
     def one(task_id: str) -> dict:

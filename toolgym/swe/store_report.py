@@ -14,7 +14,7 @@ import os
 import stat
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,26 +33,54 @@ class DiskUsage:
     shared_bytes: int = 0
 
 
-def disk_usage(paths: Iterable[str | Path]) -> DiskUsage:
-    """The files under ``paths`` together (symbolic links not followed; an inode under two of them once)."""
-    seen: dict[tuple[int, int], list[int]] = {}  # inode -> [links seen here, its links, its blocks' bytes]
+@dataclass
+class _Files:
+    """The regular files of one part of a tree: their count, sizes added up, and per inode
+    [links seen here, its links, its blocks' bytes]."""
+
+    files: int = 0
+    listed: int = 0
+    inodes: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+    def add(self, st: os.stat_result) -> None:
+        self.files += 1
+        self.listed += st.st_size
+        self.inodes.setdefault((st.st_dev, st.st_ino), [0, st.st_nlink, st.st_blocks * 512])[0] += 1
+
+
+def _walk(root: str | Path, part: Callable[[str], str]) -> dict[str, _Files]:
+    """One walk of ``root`` (symbolic links not followed), its files grouped by ``part(relative dir)``."""
+    out: dict[str, _Files] = defaultdict(_Files)
+    for top, _dirs, names in os.walk(root):
+        group = out[part(os.path.relpath(top, root))]
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(top, name))
+            except OSError:  # (removed while walked)
+                continue
+            if stat.S_ISREG(st.st_mode):
+                group.add(st)
+    return out
+
+
+def _usage(parts: Iterable[_Files]) -> DiskUsage:
+    """The parts together: an inode under two of them counts once, and is shared only where it has links
+    beyond all of theirs."""
     files = listed = 0
-    for root in paths:
-        for top, _dirs, names in os.walk(root):
-            for name in names:
-                try:
-                    st = os.lstat(os.path.join(top, name))
-                except OSError:  # (removed while walked)
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                files += 1
-                listed += st.st_size
-                entry = seen.setdefault((st.st_dev, st.st_ino), [0, st.st_nlink, st.st_blocks * 512])
-                entry[0] += 1
+    seen: dict[tuple[int, int], list[int]] = {}
+    for p in parts:
+        files += p.files
+        listed += p.listed
+        for inode, (here, links, blocks) in p.inodes.items():
+            seen.setdefault(inode, [0, links, blocks])[0] += here
     on_disk = sum(blocks for _, _, blocks in seen.values())
     shared = sum(blocks for here, links, blocks in seen.values() if links > here)
     return DiskUsage(files, listed, on_disk, shared)
+
+
+def disk_usage(paths: Iterable[str | Path]) -> DiskUsage:
+    """The files under ``paths`` together (symbolic links not followed; an inode under two of them once)."""
+    return _usage(_walk(root, lambda _: "")[""] for root in paths)
 
 
 @dataclass
@@ -143,6 +171,8 @@ def store_report(root: str | Path) -> StoreReport:
         raise ValueError(f"{store.root} holds no built environment (no */manifest.json): build with "
                          "toolgym swe envs build ROWS --repos DIR --out ENVS")  # fmt: skip
     judged = validations(store.root)
+    # one walk of the whole store, its files grouped by the top folder they are in (an environment's key)
+    parts = _walk(store.root, lambda rel: rel.split(os.sep, 1)[0])
     envs = [
         EnvironmentFigures(
             key=m["key"],
@@ -150,7 +180,7 @@ def store_report(root: str | Path) -> StoreReport:
             python=(m.get("python") or {}).get("used") or "?",
             build_s=m.get("build_s"),
             rows=len(m.get("rows") or ()),
-            disk=disk_usage([store.path(m["key"])]),
+            disk=_usage([parts[m["key"]]]),
             validation=judged.get(m["key"], Validation()),
         )
         for m in manifests
@@ -167,6 +197,6 @@ def store_report(root: str | Path) -> StoreReport:
             v.valid += e.validation.valid
             v.seconds += e.validation.seconds
         built = sorted(e.build_s for e in group if e.build_s is not None)
-        disk = disk_usage(store.path(e.key) for e in group)
+        disk = _usage(parts[e.key] for e in group)
         repos.append(RepositoryFigures(repo, len(group), built, disk, v))
-    return StoreReport(str(store.root), envs, repos, disk_usage([store.root]))
+    return StoreReport(str(store.root), envs, repos, _usage(parts.values()))

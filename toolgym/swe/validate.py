@@ -47,9 +47,8 @@ class ValidationCache:
         except OSError:
             stamp = 0
         body = [d.get("instance_id"), d.get("base_commit"), d.get("patch"), d.get("test_patch"),
-                d.get("fail_to_pass"), d.get("pass_to_pass"), python, stamp, JUDGE_CODE]  # fmt: skip
-        if self.limits != (DEFAULT_TIMEOUT, DEFAULT_TEST_TIMEOUT):  # (the defaults' keys are as before)
-            body.append(list(self.limits))
+                d.get("fail_to_pass"), d.get("pass_to_pass"), python, stamp, JUDGE_CODE,
+                self.limits]  # fmt: skip
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
 
     def get(self, task: Task, python: str) -> dict[str, Any] | None:
