@@ -563,16 +563,18 @@ def test_a_legacy_namespace_package_is_made_from_the_workspace_without_running_i
     _play_oracle_and_wrong(built, "acme__nspkg-1")  # acmens/__init__.py's pkg_resources: an error if run
 
 
-def _wheel(folder: Path, name: str, version: str) -> None:
-    """A pure-Python wheel of one empty module, as a package index holds it."""
+def _wheel(folder: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A pure-Python wheel of one empty module, as a package index holds it (``requires``: its
+    Requires-Dist)."""
     import base64
     import hashlib
     import zipfile
 
     info = f"{name}-{version}.dist-info"
+    needs = "".join(f"Requires-Dist: {r}\n" for r in requires)
     files = {
         f"{name}.py": "",
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{needs}",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
@@ -632,6 +634,40 @@ def test_conda_packages_pypi_cannot_build_get_their_series_wheels_or_are_not_ins
         "python=3.11",
         "needscairo (conda only here: no wheel for this Python, and its source build failed)",
     ]
+
+
+def test_the_packages_step_resolves_under_the_recipes_later_pins(tmp_path, monkeypatch):
+    """The recipe's pip_packages pins are installed after its packages step and win (SWE-bench's pip ran
+    after conda). Resolved without them, the step takes today's ``usesbase`` 2.0, which needs ``base>=2``,
+    and the pin ``base==1.0`` then breaks it (matplotlib 3.7: today's pandas, which needs numpy 2, under
+    ``numpy==1.25.2``); resolved under them it takes ``usesbase`` 1.0. A step with no solution under them
+    (its own exact pin of another version) resolves without them, saying why."""
+    index = tmp_path / "index"
+    index.mkdir()
+    for version in ("1.0", "2.0"):
+        _wheel(index, "base", version)
+        _wheel(index, "usesbase", version, (f"base>={version}",))
+    monkeypatch.setenv("UV_FIND_LINKS", str(index))
+    (tmp_path / "root").mkdir()
+    root = open_to_sandbox(tmp_path / "root")
+    setup = "from setuptools import setup\n\nsetup(name='{}', py_modules=[])\n"
+    rows = [
+        _row(
+            root / "repos",
+            name,
+            {"environment.yml": f"name: t\ndependencies:\n  - {conda}\n", "setup.py": setup.format(name)},
+            {"packages": "environment.yml", "pip_packages": ["base==1.0", PYTEST_PIN], "install": "true"},
+        )
+        for name, conda in (("laterpins", "usesbase"), ("laterclash", "base==2.0"))
+    ]
+    manifests = build_with_this_python(rows, root / "repos", root / "envs")
+    fits = manifests["acme/laterpins"]
+    assert (_pin(fits, "usesbase"), _pin(fits, "base")) == ("usesbase==1.0", "base==1.0")
+    assert fits["packages_under_pins"] == {"pins": ["base==1.0", PYTEST_PIN], "applied": True}
+    clash = manifests["acme/laterclash"]
+    assert clash["packages_under_pins"]["applied"] is False
+    assert clash["packages_under_pins"]["reason"].startswith("no solution under them")
+    assert _pin(clash, "base") == "base==1.0"  # the pip_packages pin still wins, as it did
 
 
 def test_where_the_builds_download_of_a_library_fails_it_asks_for_the_machines(tmp_path, monkeypatch):

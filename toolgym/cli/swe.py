@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -95,6 +96,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="where the machine has no Python of a recipe's version nor a newer one, install it with uv "
         "(uv python install: needs uv's download site)",
     )
+    build.add_argument(
+        "--sources",
+        default=None,
+        type=_sources_dir,
+        metavar="DIR",
+        help="a directory of the sources a repository's build downloads, which this machine cannot: "
+        "matplotlib's FreeType 2.6.1, which its image tests need (freetype-2.6.1.tar.gz, or the tree "
+        "freetype-2.6.1/), and Qhull; the build takes them from DIR instead",
+    )
     build.set_defaults(func=cmd_envs_build)
     report = env_verbs.add_parser(
         "report",
@@ -137,6 +147,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?)?")
+
+
+def _sources_dir(value: str) -> str:
+    """``--sources DIR``: an existing directory; refused at once else (not after the first checkout)."""
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value} is not a directory")
+    return value
 
 
 def _exclusion_date(text: str) -> str:
@@ -279,7 +296,8 @@ def cmd_envs_build(args: argparse.Namespace) -> int:
             lines.append([entry.repo, entry.key, state, python, size, f"{len(entry.rows)} rows"])
 
     results = build_all(plans, args.repos, args.out, jobs=args.jobs, exclude_newer=args.exclude_newer,
-                        download_python=args.download_python, progress=progress)  # fmt: skip
+                        download_python=args.download_python, sources=args.sources,
+                        progress=progress)  # fmt: skip
     bar.close()
     print(format_table(["repository", "environment", "build", "python", "size", ""], sorted(lines)))
     failed = [r for r in results.values() if isinstance(r, BuildFailed)]

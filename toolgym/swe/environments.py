@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.rewards.swe import COMPILED_SOURCES
-from toolgym.swe import toolchain
+from toolgym.swe import build_sources, toolchain
 from toolgym.swe.interpreters import NoInterpreter, choose_python, machine_pythons
 from toolgym.swe.pre_install import (
     StepFailed,
@@ -114,10 +114,15 @@ SETUPTOOLS_DATE_WHY = (
 _SOURCE_BUILD_FAILED = re.compile(r"build backend returned an error|Failed to build")
 #: the build constraints file in a build's directory: the setuptools its source builds are held to
 BUILD_CONSTRAINTS = "build-constraints.txt"
+#: the constraints file the packages step resolves under: the recipe's pip_packages pins (``_later_pins``)
+LATER_PINS = "later-pins.txt"
+#: uv's words where a resolution has no solution (under the later pins: resolved again without them)
+_NO_SOLUTION = "No solution found"
 #: the oldest setuptools with the backend uv builds a ``setup.py`` project with (PEP 517's
 #: ``setuptools.build_meta:__legacy__``, 40.8.0): an environment with an older one has its builds held to it
 LEGACY_BACKEND_SINCE = (40, 8)
 #: an exact pin of a release (``numpy==1.19.2``): its series (``1.19``) has the wheels a conda build stood for
+_PIN = re.compile(rf"{PROJECT_NAME}==[0-9][0-9A-Za-z.+!]*")  # one version, no markers
 _EXACT_PIN = re.compile(rf"(?P<name>{PROJECT_NAME})==(?P<minor>\d+\.\d+)(?:\.\d+)+")
 #: a recipe's exact setuptools pin (``setuptools==68.0.0``), installed before the other packages
 _SETUPTOOLS_PIN = re.compile(r"setuptools==[0-9][0-9A-Za-z.]*")
@@ -259,6 +264,12 @@ def translate_install(command: str, uv: str, python: str, extra: Sequence[str]) 
     return [uv, "pip", "install", "--python", python, *extra, *args]
 
 
+def _later_pins(pip_packages: Iterable[str]) -> list[str]:
+    """The exact pins (``numpy==1.25.2``) among a recipe's ``pip_packages``, which are installed after its
+    packages step and win over what that step resolved, as SWE-bench's pip did after conda."""
+    return [p.strip() for p in pip_packages if _PIN.fullmatch(p.strip())]
+
+
 def _names(lines: Iterable[str]) -> set[str]:
     return {package_name(line) for line in lines if line and not line.startswith("-")}
 
@@ -370,9 +381,12 @@ def guard_pip(venv: Path) -> None:
         script.chmod(0o755)
 
 
-def _generated_files(src: Path) -> list[str]:
+def _generated_files(src: Path, kept: Sequence[str] = ()) -> list[str]:
+    """What the install wrote into the tree (untracked and ignored files), less build directories and
+    caches, plus ``kept``: files under ``build/`` that a later build of the extensions reads
+    (``build_sources``)."""
     out = git(["status", "--porcelain", "--ignored", "--untracked-files=all", "-z"], src)
-    files = []
+    files = list(kept)
     for entry in out.split("\0"):
         if len(entry) < 4 or entry[:2] not in ("??", "!!"):
             continue
@@ -381,7 +395,7 @@ def _generated_files(src: Path) -> list[str]:
         if parts[0] in ("build", ".eggs", ".tox", ".git") or "__pycache__" in parts or rel.endswith(".pyc"):
             continue
         files.append(rel)
-    return sorted(files)
+    return sorted(set(files))
 
 
 def pack_overlay(src: Path, files: Sequence[str]) -> bytes:
@@ -606,9 +620,11 @@ class EnvironmentStore:
         pythons: Mapping[tuple[int, int], str] | None = None,
         timeout: float = 1800.0,
         download_python: bool = False,
+        sources: str | Path | None = None,
     ) -> dict[str, Any]:
         """Build ``entry`` unless it is built (waiting for a build another process holds); returns its
-        manifest, or raises ``BuildFailed`` after recording the failure."""
+        manifest, or raises ``BuildFailed`` after recording the failure. ``sources``: a directory of the
+        sources its build would download (``build_sources``)."""
         with self._locked(entry.key):
             done = self.manifest(entry.key)
             if done is not None:
@@ -619,6 +635,16 @@ class EnvironmentStore:
                         f"{self.path(entry.key)} was built with exclude_newer={done.get('exclude_newer')}, "
                         f"and this build asks {asked}: build into another --out, or remove that environment",
                     )
+                if (
+                    sources is not None
+                    and not done.get("build_sources")
+                    and build_sources.offers(entry.repo, Path(sources))
+                ):  # nor are the sources: an environment built without them is not one built with them
+                    raise BuildFailed(
+                        "reuse",
+                        f"{self.path(entry.key)} was built without the sources in {sources} (it downloaded "
+                        "them or took the system's): build into another --out, or remove that environment",
+                    )
                 return {**done, "reused": True}
             tmp = self.root / ".tmp" / f"{entry.key}-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
@@ -628,7 +654,10 @@ class EnvironmentStore:
                 found = pythons if pythons is not None else machine_pythons()
                 chosen = self._python(entry, found, download_python, log)
                 try:
-                    manifest = self._build(entry, Path(repos), tmp, log, exclude_newer, chosen, timeout)
+                    manifest = self._build(
+                        entry, Path(repos), tmp, log, exclude_newer, chosen, timeout,
+                        Path(sources) if sources is not None else None,
+                    )  # fmt: skip
                 except RepoUnavailable as exc:  # git failed where no step expected it: this build fails alone
                     raise BuildFailed(log.current, str(exc), log.path) from None
             except BuildFailed as exc:
@@ -659,6 +688,7 @@ class EnvironmentStore:
         exclude_newer: bool | str,
         chosen: dict[str, Any],
         timeout: float,
+        sources: Path | None = None,
     ) -> dict[str, Any]:
         started = time.monotonic()
         recipe = entry.recipe
@@ -703,9 +733,19 @@ class EnvironmentStore:
         libraries = toolchain.SYSTEM_LIBRARIES.get(entry.repo, ())
         libraries_missing = [part.key for part, _ in toolchain.missing_for(entry.repo, chosen["executable"],
                                                                            libraries)]  # fmt: skip
+        taken: dict[str, dict[str, Any]] = {}  # the downloaded sources supplied from ``sources``
+        if sources is not None:
+            log.step("sources")
+            try:
+                taken = build_sources.supply(entry.repo, src, sources, log.fh.write)
+            except build_sources.SourceUnusable as exc:
+                raise BuildFailed("sources", str(exc), log.path) from None
+        supplied = {record["key"] for record in taken.values()}
         # the files that ask the build for the system libraries the machine has, written where the build's
-        # own download of their sources fails (below); the repository's own file, where it has one, wins
-        offered = toolchain.build_settings(entry.repo, [k for k in libraries if k not in libraries_missing])
+        # own download of their sources fails (below); the repository's own file, where it has one, wins;
+        # a supplied source is built, not replaced by the system's
+        present = [k for k in libraries if k not in libraries_missing and k not in supplied]
+        offered = toolchain.build_settings(entry.repo, present)
         offered = {name: text for name, text in offered.items() if not (src / name).exists()}
         settings: dict[str, str] = {}
 
@@ -739,6 +779,8 @@ class EnvironmentStore:
                     return
                 except BuildFailed as exc:
                     first = first or (exc, log.last_output)
+                    if remedies and toolchain.SOURCE_DOWNLOAD_FAILED in log.last_output:
+                        raise  # they helped: the build got as far as its download, which the caller acts on
                     if len(remedies) < MAX_BUILD_REMEDIES:
                         if not builds_held and self._hold_builds(step, python, tmp, log, builds_held):
                             remedies.append("held")
@@ -768,6 +810,34 @@ class EnvironmentStore:
                 uv_run(step, args)
 
         conda_relaxed: dict[str, str] = {}  # a conda pin -> the series whose wheels stand for it
+        # the recipe's pip_packages pins are installed after the packages step and win over what it
+        # resolved (SWE-bench's pip ran after conda): that step resolves under them, so that what it
+        # installs works with them (matplotlib 3.7's environment.yml brings today's pandas, which needs
+        # numpy 2, and its pip_packages then pin numpy==1.25.2: pandas would not import). Where the step
+        # has no solution under them, it resolves without them, as SWE-bench's conda did
+        later = _later_pins(replace_packages(list(recipe.pip_packages)))
+        later_pins: dict[str, Any] = {"pins": later, "applied": bool(later)}
+        if later:
+            (tmp / LATER_PINS).write_text("\n".join(later) + "\n")
+
+        def packages_run(args: Sequence[str]) -> None:
+            """The packages step's install, under the later pins where it resolves with them."""
+            if not later_pins["applied"]:
+                uv_run("packages", args)
+                return
+            try:
+                uv_run("packages", ["--constraint", str(tmp / LATER_PINS), *args])
+            except BuildFailed:
+                said = log.last_output
+                if _NO_SOLUTION not in said or registry_misses(said) or failed_source_builds(said):
+                    raise  # not the pins: a conda-only name or a failed build, which the caller handles
+                lines = [ln.strip() for ln in said.splitlines()]
+                why = next(
+                    (ln for ln in lines if "Because" in ln), next(ln for ln in lines if _NO_SOLUTION in ln)
+                )
+                later_pins.update(applied=False, reason=f"no solution under them: {why[:300]}")
+                log.fh.write("the packages step has no solution under the later pins: without them\n")
+                uv_run("packages", args)
 
         def conda_install(conda: list[str], pip_lines: list[str]) -> list[str]:
             """Install a conda package list (as pip requirements) and ``pip_lines``; returns the conda
@@ -783,7 +853,7 @@ class EnvironmentStore:
                 (tmp / "requirements.txt").write_text("\n".join(conda + pip_lines) + "\n")
                 wheels = [f"--only-binary={name}" for name in sorted(_names(conda_relaxed.values()))]
                 try:
-                    uv_run("packages", [*wheels, "-r", str(tmp / "requirements.txt")])
+                    packages_run([*wheels, "-r", str(tmp / "requirements.txt")])
                     return dropped
                 except BuildFailed:
                     missing = registry_misses(log.last_output) & _names(conda)
@@ -833,7 +903,8 @@ class EnvironmentStore:
             except RequirementsMissing as exc:
                 raise BuildFailed("packages", str(exc), log.path) from None
             (tmp / "requirements.txt").write_text("\n".join(lines) + "\n")
-            uv_install("packages", ["-r", str(tmp / "requirements.txt")])
+            log.step("packages")
+            packages_run(["-r", str(tmp / "requirements.txt")])
         elif packages in ("environment.yml", "environment.yaml") or packages.endswith((".yml", ".yaml")):
             paths = recipe.env_yml_path or (packages,)
             try:
@@ -885,7 +956,7 @@ class EnvironmentStore:
         log.fh.write(f"import roots: {roots}\n")
 
         log.step("overlay")
-        generated = _generated_files(src)
+        generated = _generated_files(src, build_sources.overlay_files(entry.repo, src, taken))
         (tmp / "overlay.tar").write_bytes(pack_overlay(src, generated))
         log.fh.write("\n".join(generated) + "\n")
         compiled = any(p.endswith((".so", ".pyd")) for p in generated)
@@ -900,7 +971,7 @@ class EnvironmentStore:
             if not ok:  # the judge's rebuild needs it (a 3.12+ venv is seeded with pip alone)
                 uv_install("rebuild", ["setuptools"])
             rebuild_needs = self._rebuild_requirements(src, tmp, log, uv, python, uv_run, env)
-            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable)
+            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable, taken)
 
         added, variants = self._base_requirements(
             entry, src, log, uv, venv, uv_extra, run_env, timeout, unreadable
@@ -935,6 +1006,7 @@ class EnvironmentStore:
             "pins": [line for line in pins.splitlines() if line.strip()],
             "not_installed": not_installed,
             "conda_pins_relaxed": conda_relaxed,
+            "packages_under_pins": later_pins,
             "setuptools": setuptools,
             "builds_held": builds_held,
             "built_in_environment": built_here,
@@ -946,6 +1018,7 @@ class EnvironmentStore:
             "toolchain": list(toolchain.parts_for(entry.repo)),
             "system_libraries_missing": libraries_missing,
             "build_settings": settings,
+            "build_sources": taken,
             "exclude_newer": uv_extra[1] if uv_extra else None,
             "exclude_newer_exempt": date_exempt if uv_extra else {},
             "runner": runner,
@@ -1230,6 +1303,7 @@ class EnvironmentStore:
         env: Mapping[str, str],
         timeout: float,
         unreadable: dict[str, str],
+        taken: Mapping[str, Mapping[str, Any]],
     ) -> list[str]:
         """Compiled parts per base commit whose compiled sources differ from the setup commit's: rebuilt at
         that commit once, packed as ``overlays/<commit>.tar`` (an episode starts with what it compiles to)."""
@@ -1242,7 +1316,8 @@ class EnvironmentStore:
             argv = [python if word == "python" else word for word in REBUILD]
             log.run("overlay", argv, cwd=src, env=env, timeout=timeout)
             (tmp / "overlays").mkdir(exist_ok=True)
-            (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src)))
+            kept = build_sources.overlay_files(entry.repo, src, taken)
+            (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src, kept)))
             done.append(base)
         git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
         _update_submodules(src)
@@ -1294,6 +1369,7 @@ def build_all(
     jobs: int = 1,
     exclude_newer: bool | str = False,
     download_python: bool = False,
+    sources: str | Path | None = None,
     progress: Callable[[EnvPlan, dict[str, Any] | BuildFailed], None] | None = None,
 ) -> dict[str, dict[str, Any] | BuildFailed]:
     """Build every plan (``jobs`` at a time); per key its manifest or its ``BuildFailed``."""
@@ -1309,6 +1385,7 @@ def build_all(
                 exclude_newer=exclude_newer,
                 pythons=pythons,
                 download_python=download_python,
+                sources=sources,
             ): entry
             for entry in plans.values()
         }
