@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.swe.test_old_builds import AREA, PYTEST_PIN, _play_oracle_and_wrong, _row
+from tests.swe.test_old_builds import AREA, PYTEST_PIN, _play_oracle_and_wrong, _row, download_failing_row
 from toolgym.swe import build_sources, toolchain
 from toolgym.swe.environments import BuildFailed, EnvironmentStore, build_all, plan
 from toolgym.testing.swe_layouts import build_with_this_python, open_to_sandbox
@@ -265,22 +265,8 @@ def test_a_download_failure_after_a_remedy_is_acted_on_with_the_remedy_kept(tmp_
     are held to the environment's; the held build gets as far as FreeType's download, which fails. That
     failure is the one acted on (``mplsetup.cfg``), and the hold stays: undoing it would bring back the
     first failure, and the download's fallback would never be tried."""
-    setup = (
-        "import os\nfrom setuptools import setup\n"
-        "from setuptools import dep_util  # setuptools 70 dropped it: the isolated build fails\n\n"
-        "if not os.path.exists('mplsetup.cfg'):\n"
-        "    raise IOError(\"Failed to download any of the following: ['https://download.savannah.gnu.org/"
-        "releases/freetype/freetype-2.6.1.tar.gz']\")\n"
-        "setup(name='oldpkg', version='1.0', packages=['oldpkg'])\n"
-    )
-    (tmp_path / "root").mkdir()
-    root = open_to_sandbox(tmp_path / "root")
-    row = _row(
-        root / "repos",
-        "mplheld",
-        {"setup.py": setup, "oldpkg/__init__.py": "", "oldpkg/area.py": AREA},
-        {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
-    )
+    dep_util = "from setuptools import dep_util  # setuptools 70 dropped it: the isolated build fails\n"
+    root, row = download_failing_row(tmp_path, "mplheld", dep_util)
     as_matplotlib(row["repo"])
     manifest = build_with_this_python([row], root / "repos", root / "envs")[row["repo"]]
     assert manifest["builds_held"]["reason"].startswith("step install: a source build failed")

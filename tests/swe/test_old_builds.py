@@ -670,13 +670,12 @@ def test_the_packages_step_resolves_under_the_recipes_later_pins(tmp_path, monke
     assert _pin(clash, "base") == "base==1.0"  # the pip_packages pin still wins, as it did
 
 
-def test_where_the_builds_download_of_a_library_fails_it_asks_for_the_machines(tmp_path, monkeypatch):
-    """matplotlib 3.3+ downloads FreeType's and Qhull's sources during its build unless ``mplsetup.cfg``
-    says otherwise. Where that download fails, the build writes ``mplsetup.cfg`` for the libraries the
-    machine has (here: Qhull found, FreeType not) and installs again; being a file the install leaves in the
-    tree, it reaches each workspace and the judge's rebuild with the compiled parts."""
+def download_failing_row(tmp_path: Path, name: str, first: str = "") -> tuple[Path, dict]:
+    """A repository whose build fails as matplotlib's does where it cannot download FreeType's source,
+    unless ``mplsetup.cfg`` opts out (``first``: lines its ``setup.py`` runs before); the sandbox's root
+    under ``tmp_path`` and the row."""
     setup = (
-        "import os\nfrom setuptools import setup\n\n"
+        f"import os\nfrom setuptools import setup\n{first}\n"
         "if not os.path.exists('mplsetup.cfg'):  # as matplotlib's setupext.py says it, with no network\n"
         "    raise IOError(\"Failed to download any of the following: ['https://download.savannah.gnu.org/"
         "releases/freetype/freetype-2.6.1.tar.gz']\")\n"
@@ -686,10 +685,19 @@ def test_where_the_builds_download_of_a_library_fails_it_asks_for_the_machines(t
     root = open_to_sandbox(tmp_path / "root")
     row = _row(
         root / "repos",
-        "mpl",
+        name,
         {"setup.py": setup, "oldpkg/__init__.py": "", "oldpkg/area.py": AREA},
         {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
     )
+    return root, row
+
+
+def test_where_the_builds_download_of_a_library_fails_it_asks_for_the_machines(tmp_path, monkeypatch):
+    """matplotlib 3.3+ downloads FreeType's and Qhull's sources during its build unless ``mplsetup.cfg``
+    says otherwise. Where that download fails, the build writes ``mplsetup.cfg`` for the libraries the
+    machine has (here: Qhull found, FreeType not) and installs again; being a file the install leaves in the
+    tree, it reaches each workspace and the judge's rebuild with the compiled parts."""
+    root, row = download_failing_row(tmp_path, "mpl")
     monkeypatch.setitem(toolchain.SYSTEM_LIBRARIES, row["repo"], ("freetype", "qhull"))
     monkeypatch.setitem(
         toolchain.BUILD_SETTINGS, row["repo"], toolchain.BUILD_SETTINGS["matplotlib/matplotlib"]
