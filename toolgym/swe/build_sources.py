@@ -115,9 +115,7 @@ def wanted(repo: str, src: Path) -> list[tuple[BuildSource, str]]:
 
 def offers(repo: str, sources: Path) -> bool:
     """Whether ``sources`` holds anything ``repo``'s build could take (any version)."""
-    return any(
-        any(sources.glob(f"{source.prefix}-*")) for source in SOURCES.get(repo, ()) if sources.is_dir()
-    )
+    return sources.is_dir() and any(any(sources.glob(f"{s.prefix}-*")) for s in SOURCES.get(repo, ()))
 
 
 def _supplied(sources: Path, dirname: str) -> Path | None:
@@ -128,11 +126,8 @@ def _supplied(sources: Path, dirname: str) -> Path | None:
 
 
 def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _sha256_tree(root: Path) -> str:

@@ -956,7 +956,8 @@ class EnvironmentStore:
         log.fh.write(f"import roots: {roots}\n")
 
         log.step("overlay")
-        generated = _generated_files(src, build_sources.overlay_files(entry.repo, src, taken))
+        kept = build_sources.overlay_files(entry.repo, src, taken)  # the same for every base's overlay
+        generated = _generated_files(src, kept)
         (tmp / "overlay.tar").write_bytes(pack_overlay(src, generated))
         log.fh.write("\n".join(generated) + "\n")
         compiled = any(p.endswith((".so", ".pyd")) for p in generated)
@@ -971,7 +972,7 @@ class EnvironmentStore:
             if not ok:  # the judge's rebuild needs it (a 3.12+ venv is seeded with pip alone)
                 uv_install("rebuild", ["setuptools"])
             rebuild_needs = self._rebuild_requirements(src, tmp, log, uv, python, uv_run, env)
-            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable, taken)
+            rebuilt = self._base_overlays(entry, src, tmp, log, python, run_env, timeout, unreadable, kept)
 
         added, variants = self._base_requirements(
             entry, src, log, uv, venv, uv_extra, run_env, timeout, unreadable
@@ -1303,7 +1304,7 @@ class EnvironmentStore:
         env: Mapping[str, str],
         timeout: float,
         unreadable: dict[str, str],
-        taken: Mapping[str, Mapping[str, Any]],
+        kept: Sequence[str],
     ) -> list[str]:
         """Compiled parts per base commit whose compiled sources differ from the setup commit's: rebuilt at
         that commit once, packed as ``overlays/<commit>.tar`` (an episode starts with what it compiles to)."""
@@ -1316,7 +1317,6 @@ class EnvironmentStore:
             argv = [python if word == "python" else word for word in REBUILD]
             log.run("overlay", argv, cwd=src, env=env, timeout=timeout)
             (tmp / "overlays").mkdir(exist_ok=True)
-            kept = build_sources.overlay_files(entry.repo, src, taken)
             (tmp / "overlays" / f"{base}.tar").write_bytes(pack_overlay(src, _generated_files(src, kept)))
             done.append(base)
         git(["checkout", "--quiet", "--force", "--detach", entry.commit], src)
