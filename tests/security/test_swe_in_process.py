@@ -370,6 +370,19 @@ sys.settrace(None)
 import ctypes
 ctypes.pythonapi.PyFrame_LocalsToFast
 """,
+    "raw memory read by the package with ctypes.string_at": """
+import ctypes
+_b = b"the key is near"
+ctypes.string_at(id(_b), 48)
+""",
+    "ctypes.string_at handed to an installed package's function to call": """
+import ctypes, pytest
+_b = b"the key is near"
+try:
+    pytest.raises(ZeroDivisionError, ctypes.string_at, id(_b), 48)
+except BaseException:
+    pass
+""",
     "a new audit hook to watch the judge": """
 import sys
 sys.addaudithook(lambda event, args: None)
@@ -428,6 +441,9 @@ HONEST = {
         "import ctypes\n_new = ctypes.pythonapi.PyCapsule_New\n_get = ctypes.pythonapi.PyCapsule_GetPointer\n"
         "_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize\n_raw = ctypes.pythonapi.PyBytes_AsString\n"
     ),
+    "a package that compiles a function with numba (its compiler reads LLVM's buffers with ctypes)": (
+        "import numba\n@numba.njit\ndef _twice(x):\n    return 2 * x\n_twice(3)\n"
+    ),
     "a package that installs an import hook": (
         "import sys\nclass _Finder:\n    def find_spec(self, name, path=None, target=None):\n"
         "        return None\nsys.meta_path.insert(0, _Finder())\n"
@@ -485,6 +501,8 @@ def test_tampering_with_unittest_scores_zero(unittest_env, name):
         "the evidence event raised by the package itself",
         "a trace function installed to rewrite frames",
         "ctypes reaching the interpreter",
+        "raw memory read by the package with ctypes.string_at",
+        "ctypes.string_at handed to an installed package's function to call",
     ],
 )
 def test_the_seal_names_what_it_caught(env, name):

@@ -64,14 +64,18 @@ pytest's, pluggy's and unittest's reporting classes and functions compared again
 repository could run, at every test's evidence (``unittest.TestCase.assertEqual`` made a no-op, a result
 class that swallows failures); and the means of reaching the runner's memory, seen by the hook: gc's own
 ``get_objects`` and ``get_referrers`` (not the judge's), other threads' frames and exceptions, trace and
-profile functions, ctypes on Python's C API or raw memory, functions or code objects made from the test's
-or the runner's code, and new audit hooks (refused).
+profile functions, ctypes on Python's C API or raw memory called from the repository's code (an installed
+package's own call, such as numba's compiler reading LLVM's buffers, runs), functions or code objects made
+from the test's or the runner's code, and new audit hooks (refused).
 
 What no in-process judge closes, and this one does not either: code that walks the interpreter's frames to
 the runner's wrapper during a call, or that rebinds the names a test's own code looks up (the test
 module's globals), or returns objects equal to everything, can still make a test pass. A Python signal
 handler is handed the frame it interrupted, with no audit event: one that fires while the hook runs is
 given the hook's frame (a package that sets a fast timer and keeps the hook busy can aim for that window).
+Nor does it close reads and writes of the process's memory that raise no audit event (ctypes' pointer
+objects and ``memmove``, numpy's ``__array_interface__`` over a raw address, a C extension): they can take the
+key or rewrite a test's code in place.
 Python before 3.8 has no audit hooks: there the outcomes are pytest's reports and the verdict says so
 (``details["sealed"]``).
 ``tests/security/test_swe_in_process.py`` is the red team of all of the above.

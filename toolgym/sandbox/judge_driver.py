@@ -525,6 +525,19 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
                 value = "null"
             parts.append('"' + name + '":' + value)
         return "{" + _join(parts) + "}"
+    # Raw memory through ctypes is an installed package's own where the first frame outside ctypes is a
+    # file of the environment's site directories, outside the tree under test, whose code calls it by name
+    # (numba's compiler reads LLVM's buffers with string_at and sets its environments with from_address;
+    # its import reads _Py_HashSecret with in_dll): a package's function handed ctypes.string_at to call
+    # (pytest.raises(E, string_at, ...)) does not name it. The repository's own reads are refused.
+    import importlib.util, site
+    sites = list(getattr(site, "getsitepackages", lambda: [])())
+    installed = tuple(sorted({p for s in sites for p in (s + os.sep, os.path.realpath(s) + os.sep)}))
+    spec = importlib.util.find_spec("ctypes")
+    where = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+    ctypes_dir = tuple({where + os.sep, os.path.realpath(where) + os.sep}) if where else ()
+    native_names = {"ctypes.string_at": ("string_at",), "ctypes.wstring_at": ("wstring_at",),
+                    "ctypes.cdata": ("from_address", "in_dll"), "ctypes.dlsym": ("in_dll",)}
     padded = key + bytes(64 - len(key))  # sha256's block
     inner = padded.translate(bytes(b ^ 0x36 for b in range(256)))
     outer = padded.translate(bytes(b ^ 0x5C for b in range(256)))
@@ -540,7 +553,7 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
              _function=types.FunctionType, _method=types.MethodType, _endswith=str.endswith,
              _startswith=str.startswith, _partition=str.partition, _rpartition=str.rpartition, _trace=trace,
              _root=root, _codes_in=codes_in, _old=sys.version_info < (3, 9), _RuntimeError=RuntimeError,
-             _bases=bases,
+             _bases=bases, _installed=installed, _ctypes_dir=ctypes_dir, _native_names=native_names,
              _OSError=OSError):
         if event not in _watched:
             return
@@ -662,14 +675,26 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
                     caller = _getframe(1).f_code.co_filename
                     if _type(caller) is not _str or _startswith(caller, _root) or "/coverage/" not in caller:
                         fatal = event + " (a trace function can rewrite the runner's frames)"
-            elif event == "ctypes.dlsym":
-                name = args[1] if _len(args) > 1 else None
+            elif event in _native_names:
+                name = args[1] if event == "ctypes.dlsym" and _len(args) > 1 else None
                 # (allowed: PyCapsule_*, capsules hold C pointers, not objects, dill looks them up at import;
                 # PyBytes_*, a bytes made from or read as raw memory, fsspec's at import)
-                if _type(name) is _str and (_startswith(name, "Py") or _startswith(name, "_Py")) and not (
-                        _startswith(name, "PyCapsule_") or _startswith(name, "PyBytes_")):
-                    fatal = "ctypes reaching Python's C API (" + name + ")"
-            else:  # other threads' frames, ctypes reading or writing memory
+                c_api = _type(name) is _str and (_startswith(name, "Py") or _startswith(name, "_Py"))
+                if c_api and (_startswith(name, "PyCapsule_") or _startswith(name, "PyBytes_")):
+                    c_api = False
+                if event != "ctypes.dlsym" or c_api:
+                    frame = _getframe(1)
+                    while frame is not None and _type(frame.f_code.co_filename) is _str and _startswith(
+                            frame.f_code.co_filename, _ctypes_dir):
+                        frame = frame.f_back
+                    caller = frame.f_code if frame is not None else None
+                    file = caller.co_filename if caller is not None else None
+                    names = _native_names[event] + ((name,) if _type(name) is _str else ())
+                    if not (_type(file) is _str and _startswith(file, _installed) and not _startswith(
+                            file, _root) and _any(n in caller.co_names for n in names)):
+                        fatal = ("ctypes reaching Python's C API (" + name + ")" if name is not None
+                                 else event + " (a way into the runner's memory)")
+            else:  # other threads' frames
                 fatal = event + " (a way into the runner's memory)"
             if fatal is not None:
                 kind, body = b"E", _dumps({"tampering": fatal})
