@@ -5,9 +5,9 @@ in `environment.yml`, pytest as the repository under test, a base commit that de
 setup commit does not, `--exclude-newer` with pinned recipes, a clone missing objects, a source build that
 needs the environment's setuptools, and a compiled repository whose rebuild needs what only its build system
 declares, pytest 7.4 with a package imported before its conftest, a submodule the build needs, a legacy
-namespace package, conda packages PyPI cannot build, and a build whose download of a library's source
-fails (matplotlib's FreeType). The builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy,
-pytest and its dependencies)."""
+namespace package, conda packages PyPI cannot build, a build whose download of a library's source
+fails (matplotlib's FreeType), and compiled parts that, built in isolation, do not load in the environment.
+The builds take PyPI's packages (setuptools<70, iniconfig, six, pluggy, pytest and its dependencies)."""
 
 from __future__ import annotations
 
@@ -292,6 +292,29 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         },
         {"pip_packages": [PYTEST_PIN], "install": "python -m pip install -e ."},
     )
+    # a setup.py project whose C module, built in uv's isolated environment, does not load against the
+    # environment's numpy (matplotlib 3.1's ft2font: setup_requires fetched the newest numpy): here the
+    # isolated build lacks the recipe's six, and its module fails to load as such a module does
+    isolated = _row(
+        store,
+        "isolated",
+        {
+            "setup.py": "import importlib.util\n\nfrom setuptools import Extension, setup\n\n"
+            "macros = [] if importlib.util.find_spec('six') else [('BUILT_ELSEWHERE', '1')]\n"
+            "setup(name='oldpkg', version='1.0', packages=['oldpkg'], "
+            "ext_modules=[Extension('oldpkg._unit', ['oldpkg/_unit.c'], define_macros=macros)])\n",
+            ".gitignore": "*.so\nbuild/\n*.egg-info/\n",
+            "oldpkg/__init__.py": "from oldpkg._unit import UNIT  # noqa: F401\n",
+            "oldpkg/_unit.c": UNIT_C.replace(
+                "    PyObject *m",
+                "#ifdef BUILT_ELSEWHERE\n"
+                '    PyErr_SetString(PyExc_ImportError, "numpy.core.multiarray failed to import");\n'
+                "    return NULL;\n#endif\n    PyObject *m",
+            ),
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": [PYTEST_PIN, "six"], "install": "python -m pip install -e ."},
+    )
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
@@ -307,6 +330,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         submodule,
         undeclared,
         namespace,
+        isolated,
     ]
     rows.append(dated)
     for row in rows[:-1]:
@@ -394,6 +418,19 @@ def test_a_compiled_repositorys_build_requirements_are_in_the_environment_for_it
     with tarfile.open(built["root"] / "envs" / manifest["key"] / "overlays" / f"{base}.tar") as tar:
         assert any(name.startswith("oldpkg/_unit") and name.endswith(".so") for name in tar.getnames())
     _play_oracle_and_wrong(built, "acme__rebuild-1", _at_base(base))
+
+
+def test_compiled_parts_that_do_not_load_against_the_environments_numpy_are_built_again_there(built):
+    manifest = built["manifests"]["acme/isolated"]
+    here = manifest["compiled_in_environment"]
+    (module,) = here["modules"]
+    assert module.startswith("oldpkg/_unit") and module.endswith(".so"), here
+    assert "numpy.core.multiarray failed to import" in here["error"], here
+    assert "setup.py build_ext --inplace" in here["how"], here
+    assert module in manifest["overlay_files"]
+    # a compiled repository whose parts load is left as its install built it
+    assert built["manifests"]["acme/rebuild"]["compiled_in_environment"] == {}
+    _play_oracle_and_wrong(built, "acme__isolated-1")
 
 
 def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_pytest_7(built):

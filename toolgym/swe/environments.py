@@ -398,6 +398,43 @@ def _generated_files(src: Path, kept: Sequence[str] = ()) -> list[str]:
     return sorted(set(files))
 
 
+#: what an extension module built against another numpy than the one it runs with raises
+_NUMPY_ABI = re.compile(
+    r"numpy\.core\.multiarray failed to import|module compiled against (?:API|ABI) version|"
+    r"numpy\.dtype size changed|compiled using NumPy 1\.x cannot be run in|_ARRAY_API not found"
+)
+#: loads the extension module files given (paths relative to the cwd) by their own names, as an import
+#: would, and prints {path: the error's last line} for those that do not load
+_LOAD_EXTENSIONS = """
+import importlib.util, json, os, sys, traceback
+failed = {}
+for rel in sys.argv[1:]:
+    name = os.path.basename(rel).split(".")[0]
+    try:
+        spec = importlib.util.spec_from_file_location(name, os.path.abspath(rel))
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    except BaseException as exc:
+        failed[rel] = (traceback.format_exception_only(type(exc), exc) or [repr(exc)])[-1].strip()
+print(json.dumps(failed))
+"""
+
+
+def _unloadable(python: str, src: Path, modules: Sequence[str], env: Mapping[str, str]) -> dict[str, str]:
+    """The extension modules among ``modules`` that do not load in ``python``, each with its error; each
+    loaded in a process of its own (one that crashes is named by its exit)."""
+    failed: dict[str, str] = {}
+    for rel in modules:
+        run = subprocess.run(
+            [python, "-c", _LOAD_EXTENSIONS, rel], cwd=src, env={**env, TESTBED_VARIABLE: str(src)},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        try:
+            failed.update(json.loads(run.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            failed[rel] = f"its loading process ended with exit {run.returncode}: {run.stderr.strip()[-300:]}"
+    return failed
+
+
 def pack_overlay(src: Path, files: Sequence[str]) -> bytes:
     buf = io.BytesIO()
     total = 0
@@ -950,6 +987,8 @@ class EnvironmentStore:
                     raise
                 editable = self._develop(target, uv_run, python, src, log, run_env, timeout)
 
+        compiled_here = self._compile_here(src, python, log, run_env, timeout)
+
         log.step("testbed")
         site = site_packages(venv)
         roots = point_at_testbed(site, src)
@@ -1012,6 +1051,7 @@ class EnvironmentStore:
             "builds_held": builds_held,
             "built_in_environment": built_here,
             "editable": editable,
+            "compiled_in_environment": compiled_here,
             "pre_install_run": pre_run,
             "pre_install_not_run": pre_not_run,
             "system_packages": apt,
@@ -1040,6 +1080,40 @@ class EnvironmentStore:
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
         return manifest
+
+    @staticmethod
+    def _compile_here(src: Path, python: str, log: _Log, env: Mapping[str, str], timeout: float) -> dict:
+        """The compiled parts built again in the environment (``setup.py build_ext --inplace``, as the
+        judge rebuilds) where those the install built do not load against its numpy: uv builds a
+        ``setup.py`` project in an isolated environment, where ``setup_requires`` or the build's own
+        requirements fetched the newest numpy, and SWE-bench's pip built it in the environment (matplotlib
+        3.1's ``ft2font``: "numpy.core.multiarray failed to import" under the recipe's numpy 1.16.6). {}
+        where they load or nothing was compiled; else the modules that did not, the error and the step."""
+        modules = [rel for rel in _generated_files(src) if rel.endswith((".so", ".pyd"))]
+        if not modules or not (src / "setup.py").is_file():
+            return {}
+        failing = _unloadable(python, src, modules, env)
+        numpy_abi = {rel: err for rel, err in failing.items() if _NUMPY_ABI.search(err)}
+        if not numpy_abi:
+            return {}
+        log.step("install (compiled parts built again in the environment)")
+        for rel, err in sorted(numpy_abi.items()):
+            log.fh.write(f"{rel} does not load: {err}\n")
+        log.run("install", [python, *REBUILD[1:]], cwd=src, env=env, timeout=timeout)
+        still = _unloadable(python, src, sorted(numpy_abi), env)
+        if still:
+            rel, err = sorted(still.items())[0]
+            raise BuildFailed(
+                "install",
+                f"{rel} does not load against the environment's numpy, built again there too: {err}",
+                log.path,
+            )
+        return {
+            "modules": sorted(numpy_abi),
+            "error": sorted(numpy_abi.values())[0],
+            "how": " ".join(REBUILD) + ": built in isolation, they did not load against the environment's "
+            "numpy; SWE-bench's pip built a setup.py project in its environment",
+        }
 
     @staticmethod
     def _hold_builds(step: str, python: str, tmp: Path, log: _Log, held: dict[str, str]) -> bool:
