@@ -130,11 +130,22 @@ def _seal(repo: Path) -> None:
     git(["config", "user.email", _IDENTITY["email"]], repo)
 
 
+#: the lines of a git diff that name a file: ---/+++ (a/ and b/ dropped), a rename's or copy's two sides,
+#: and the header of a file whose diff has no hunk (an empty file added or deleted, a mode change: sphinx's
+#: test_patch adds an empty tests/roots/test-toctree-index/conf.py), where both sides are one path
+_PATCH_PATH = re.compile(
+    r"^(?:(?:---|\+\+\+) (?:[ab]/)?(?P<side>.+?)\t?|(?:rename|copy) (?:from|to) (?P<moved>.+)|"
+    r"diff --git a/(?P<header>.+) b/(?P=header))$",
+    flags=re.M,
+)
+
+
 def patch_paths(patch: str) -> list[str]:
-    """The files a unified git diff touches (both sides of a rename), in order of appearance."""
+    """The files a unified git diff touches (both sides of a rename, an empty file it adds or deletes), in
+    order of appearance."""
     out: list[str] = []
-    for match in re.finditer(r"^(?:---|\+\+\+) (?:[ab]/)?(.+?)\t?$", patch, flags=re.M):
-        path = match.group(1)
+    for match in _PATCH_PATH.finditer(patch):
+        path = match.group("side") or match.group("moved") or match.group("header")
         if path != "/dev/null" and path not in out:
             out.append(path)
     return out
