@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import tarfile
 from collections.abc import Callable
@@ -431,6 +432,25 @@ def test_compiled_parts_that_do_not_load_against_the_environments_numpy_are_buil
     # a compiled repository whose parts load is left as its install built it
     assert built["manifests"]["acme/rebuild"]["compiled_in_environment"] == {}
     _play_oracle_and_wrong(built, "acme__isolated-1")
+
+
+def test_a_setup_py_projects_packages_directory_is_on_sys_path_as_setup_py_develop_put_it(built, tmp_path):
+    """pip installed a setup.py project (no pyproject.toml) with ``setup.py develop``, which put its packages'
+    directory on sys.path; pylint's plugin loader maps its files to modules through sys.path (astroid) in a
+    ``python -m pylint`` run from another directory. uv's PEP 660 finder alone leaves sys.path as it was: the
+    build adds the entry, at the workspace. A pyproject.toml project keeps its finder alone, as pip's
+    PEP 660 install did."""
+    tree = tmp_path / "workspace"
+    for repo, on_path in (("acme/conftests", True), ("acme/rebuild", False)):
+        manifest = built["manifests"][repo]
+        assert "(setuptools editable finder)" in manifest["import_roots"], manifest["import_roots"]
+        python = built["root"] / "envs" / manifest["key"] / "venv" / "bin" / "python"
+        shown = subprocess.run(
+            [str(python), "-c", "import sys; print(sys.path)"], cwd=tmp_path, capture_output=True, text=True,
+            env={"PATH": os.environ["PATH"], "TOOLGYM_TESTBED": str(tree)}, check=True,
+        )  # fmt: skip
+        assert (repr(str(tree)) in shown.stdout) is on_path, (repo, shown.stdout)
+    _play_oracle_and_wrong(built, "acme__conftests-1")
 
 
 def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_pytest_7(built):

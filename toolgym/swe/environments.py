@@ -38,6 +38,7 @@ resolved pins, what was not installed and not run, the build time, the size, the
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import io
@@ -316,6 +317,26 @@ def _at_root(code: str, prefix: str) -> str:
     return code
 
 
+def _finder_parent(text: str, prefix: str) -> str | None:
+    """The directory, relative to ``prefix``, that holds every package a setuptools editable finder maps
+    (its ``MAPPING``), None where they lie in several or outside it."""
+    found = re.search(r"^MAPPING[^=]*=\s*(\{.*\})\s*$", text, flags=re.M)
+    try:
+        mapping = ast.literal_eval(found.group(1)) if found else None
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(mapping, dict) or not mapping:
+        return None
+    parents = {os.path.dirname(str(path)) for path in mapping.values()}
+    if len(parents) != 1:
+        return None
+    (parent,) = parents
+    real = os.path.realpath(parent)
+    if real != prefix and not real.startswith(prefix + os.sep):
+        return None
+    return os.path.relpath(real, prefix)
+
+
 def point_at_testbed(site: Path, src: Path) -> list[str]:
     """Rewrite the editable install's paths under ``src`` to the workspace root (module docstring); returns
     the import roots, relative to the repository."""
@@ -348,6 +369,16 @@ def point_at_testbed(site: Path, src: Path) -> list[str]:
             continue
         finder.write_text(_at_root(text, prefix))
         roots.append("(setuptools editable finder)")
+        # A setup.py project (no pyproject.toml): pip installed it with `setup.py develop` (until pip 25.3),
+        # which put the packages' directory on sys.path, where uv's PEP 660 install maps each package in a
+        # finder and leaves sys.path as it was. Code that maps a file to its module through sys.path needs
+        # the entry (pylint's plugin loader, through astroid, in a `python -m pylint` run from elsewhere)
+        parent = _finder_parent(text, prefix) if not (src / "pyproject.toml").is_file() else None
+        if parent is not None:
+            site.joinpath(f"{HOOK_MODULE}_develop.pth").write_text(
+                f"import {HOOK_MODULE}; {HOOK_MODULE}.add({parent!r})\n"
+            )
+            roots.append(parent)
     for link in sorted(site.glob("*.egg-link")):
         link.write_text(link.read_text().replace(prefix, "/testbed"))
     return roots
