@@ -62,11 +62,15 @@ def test_matplotlibs_system_libraries_are_recorded_where_missing_not_refused(tmp
     )
     assert {part.key for part, _ in missing} >= {"pkg-config", "freetype", "ghostscript"}
     assert "pkg-config" not in toolchain.COMPILED_REPOSITORIES["matplotlib/matplotlib"]
-    # xarray's cartopy builds from its sdist against PROJ and GEOS: recorded, and not a compiled repository
+    # xarray's cartopy builds from its sdist against PROJ and GEOS, and its cfgrib loads ecCodes (found by
+    # the loader, not on PATH): recorded, and not a compiled repository
     missing = toolchain.missing_for(
         "pydata/xarray", sys.executable, toolchain.SYSTEM_LIBRARIES["pydata/xarray"]
     )
-    assert [part.key for part, _ in missing] == ["pkg-config", "proj", "geos"]
+    assert [part.key for part, _ in missing][:3] == ["pkg-config", "proj", "geos"]
+    monkeypatch.setattr(toolchain.ctypes.util, "find_library", lambda name: None)
+    missing = toolchain.missing_for("pydata/xarray", sys.executable, ["eccodes"])
+    assert [(part.key, part.debian) for part, _ in missing] == [("eccodes", "libeccodes0")]
     assert toolchain.parts_for("pydata/xarray") == ()
 
 

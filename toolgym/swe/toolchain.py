@@ -13,6 +13,7 @@ a compiler on ``PATH`` without its C library, or headers without the library, fa
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import shlex
 import shutil
@@ -34,12 +35,13 @@ COMPILED_REPOSITORIES: dict[str, tuple[str, ...]] = {
 #: 3.3 and later download FreeType's and Qhull's sources at build time, and take the system's where that
 #: download fails (``build_settings``; older versions use the system's FreeType and their own copy of
 #: Qhull), and its PDF and EPS image comparisons need Ghostscript (skipped without it, where SWE-bench's
-#: images had it); xarray's recipes bring cartopy, whose sdist builds against PROJ and GEOS; sphinx's
+#: images had it); xarray's recipes bring cartopy, whose sdist builds against PROJ and GEOS, and cfgrib,
+#: whose eccodes before 2.37 (an environment resolved as of mid-2024) loads the system's ecCodes; sphinx's
 #: graphviz tests run Graphviz's dot.
 #: The build records which are missing; it does not refuse.
 SYSTEM_LIBRARIES: dict[str, tuple[str, ...]] = {
     "matplotlib/matplotlib": ("pkg-config", "freetype", "qhull", "ghostscript"),
-    "pydata/xarray": ("pkg-config", "proj", "geos"),
+    "pydata/xarray": ("pkg-config", "proj", "geos", "eccodes"),
     "sphinx-doc/sphinx": ("graphviz",),  # sphinx.ext.graphviz's tests skip without dot
 }
 
@@ -222,6 +224,12 @@ PARTS: dict[str, Part] = {
             "GEOS's headers and library (geos-config)",
             "libgeos-dev",
             lambda _: None if shutil.which("geos-config") else "no geos-config on PATH",
+        ),
+        Part(
+            "eccodes",
+            "ecCodes' library (libeccodes), which cfgrib's eccodes loads",
+            "libeccodes0",
+            lambda _: None if ctypes.util.find_library("eccodes") else "no libeccodes found by the loader",
         ),
     )
 }
