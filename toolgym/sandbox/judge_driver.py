@@ -526,13 +526,22 @@ def _tg_seal(key, fd, pristine, root, trace, guarded, network=True, bases=None):
             parts.append('"' + name + '":' + value)
         return "{" + _join(parts) + "}"
     # Raw memory through ctypes is an installed package's own where the first frame outside ctypes is a
-    # file of the environment's site directories, outside the tree under test, whose code calls it by name
-    # (numba's compiler reads LLVM's buffers with string_at and sets its environments with from_address;
-    # its import reads _Py_HashSecret with in_dll): a package's function handed ctypes.string_at to call
+    # file under an entry of sys.path as it is before the repository runs (site directories, what their
+    # .pth files add: a venv that sees another's packages, a conda or system prefix), one that neither
+    # lies in the tree under test nor holds it, whose code calls it by name (numba's compiler reads LLVM's
+    # buffers with string_at and sets its environments with from_address; its import reads
+    # _Py_HashSecret with in_dll): a package's function handed ctypes.string_at to call
     # (pytest.raises(E, string_at, ...)) does not name it. The repository's own reads are refused.
-    import importlib.util, site
-    sites = list(getattr(site, "getsitepackages", lambda: [])())
-    installed = tuple(sorted({p for s in sites for p in (s + os.sep, os.path.realpath(s) + os.sep)}))
+    import importlib.util
+    installed = set()
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = os.path.realpath(entry) + os.sep
+        if real.startswith(root) or root.startswith(real):
+            continue
+        installed.update((entry.rstrip(os.sep) + os.sep, real))
+    installed = tuple(sorted(installed))
     spec = importlib.util.find_spec("ctypes")
     where = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
     ctypes_dir = tuple({where + os.sep, os.path.realpath(where) + os.sep}) if where else ()
