@@ -16,24 +16,41 @@ from toolgym.swe.runners import judge_options_for
 
 #: workspace archives with their overlays kept in memory per process (least recently used dropped first)
 ARCHIVE_CACHE = 64
+#: (store, environment, base commit) -> (the workspace archive it was made from, that archive with the
+#: overlay): one per process, so that every SWE-v0 env of a process (a pool of them, a new one per worker)
+#: lays a row's overlay once; a hit needs the very archive object it was made from (the repository store
+#: keeps one per row while it caches the row)
+_MERGED: OrderedDict[tuple[str, str, str], tuple[bytes, bytes]] = OrderedDict()
+_MERGED_LOCK = threading.Lock()
+
+
+def _block_end(offset: int) -> int:
+    return -(-offset // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
 
 
 def with_overlay(archive: bytes, overlay: bytes) -> bytes:
-    """The workspace archive with the environment's generated files laid over it (they win)."""
+    """The workspace archive with the environment's generated files laid over it (they win).
+
+    The members are copied as the archives hold them (header and data blocks sliced, not read and written
+    again through ``tarfile``): Django's tree, 9,659 files, took 2.6 s a workspace that way, and an
+    environment with nothing compiled (an overlay of no members) gives the archive back as it is."""
     if not overlay:
         return archive
     with tarfile.open(fileobj=io.BytesIO(overlay)) as tar:
-        names = set(tar.getnames())
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as dst:
-        for source, skip in ((archive, names), (overlay, set())):
-            with tarfile.open(fileobj=io.BytesIO(source)) as src:
-                for member in src.getmembers():
-                    if member.name in skip:
-                        continue
-                    data = src.extractfile(member) if member.isfile() else None
-                    dst.addfile(member, data)
-    return out.getvalue()
+        laid = tar.getmembers()
+        laid_end = tar.offset  # where its end-of-archive blocks start
+    if not laid:
+        return archive
+    names = {m.name for m in laid}
+    parts = []
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            if member.name not in names:  # (a member's offset is its first header's, pax or GNU included)
+                parts.append(archive[member.offset : member.offset_data + _block_end(member.size)])
+    parts.append(overlay[:laid_end])
+    body = b"".join(parts)
+    end = body + b"\0" * (2 * tarfile.BLOCKSIZE)
+    return end + b"\0" * (-len(end) % tarfile.RECORDSIZE)
 
 
 class RowEnvironments:
@@ -54,7 +71,6 @@ class RowEnvironments:
         for manifest in sorted(self._manifests.values(), key=lambda m: m.get("built_at", "")):
             for row in manifest.get("rows", []):
                 self._of_row[row] = manifest
-        self._archives: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     def manifest(self, task: Any) -> dict[str, Any]:
@@ -98,15 +114,19 @@ class RowEnvironments:
     def archive(self, task: Any) -> bytes:
         key = self.manifest(task)["key"]
         base = task.data.get("base_commit", "")
-        with self._lock:
-            if (key, base) in self._archives:
-                self._archives.move_to_end((key, base))
-                return self._archives[(key, base)]
-        built = with_overlay(self.workspaces.archive(task), self.store.overlay_for(key, base))
-        with self._lock:
-            self._archives[(key, base)] = built
-            while len(self._archives) > ARCHIVE_CACHE:
-                self._archives.popitem(last=False)
+        archive = self.workspaces.archive(task)
+        cached = (str(self.store.root), key, base)
+        with _MERGED_LOCK:
+            hit = _MERGED.get(cached)
+            if hit is not None and hit[0] is archive:
+                _MERGED.move_to_end(cached)
+                return hit[1]
+        built = with_overlay(archive, self.store.overlay_for(key, base))
+        with _MERGED_LOCK:
+            _MERGED[cached] = (archive, built)
+            _MERGED.move_to_end(cached)
+            while len(_MERGED) > ARCHIVE_CACHE:
+                _MERGED.popitem(last=False)
         return built
 
     def test_files(self, task: Any) -> dict[str, bytes | None]:
