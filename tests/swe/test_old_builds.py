@@ -56,6 +56,19 @@ UNIT_C = (
 AREA = "def rectangle(w, h):\n    return w * h\n"
 TESTS = "from oldpkg.area import rectangle\n\n\ndef test_rectangle():\n    assert rectangle(2, 5) == 10\n"
 
+PYTESTER_TESTS = (
+    "from oldpkg.area import rectangle\n\n\n"
+    "def test_an_inner_run_collects_testcase(pytester):\n"
+    '    pytester.makepyfile("from unittest import TestCase\\n\\n\\nclass TestOk(TestCase):\\n'
+    '    def test_ok(self):\\n        pass\\n")\n'
+    "    pytester.inline_run().assertoutcome(passed=1)\n\n\n"
+    "def test_rectangle(pytester):\n"
+    '    pytester.makepyfile("import unittest\\n\\n\\ndef test_fresh():\\n'
+    "    assert not [k for k in vars(unittest.TestCase) if 'pytest' in k]\\n\")\n"
+    "    pytester.inline_run().assertoutcome(passed=1)\n"
+    "    assert rectangle(2, 5) == 10\n"
+)
+
 
 def _row(
     store: Path,
@@ -65,6 +78,7 @@ def _row(
     base_files: dict | None = None,
     tests: str = "tests/test_area.py",
     gitlinks: dict | None = None,
+    test_text: str = TESTS,
     **extra,
 ) -> dict:
     """A clone ``acme__<name>``: ``files`` at the setup commit, a base commit whose ``oldpkg/area.py`` adds
@@ -90,7 +104,7 @@ def _row(
         patch = _git(repo, "diff") + "\n"
         _git(repo, "checkout", "-q", "--", ".")
         (repo / tests).parent.mkdir(exist_ok=True)
-        (repo / tests).write_text(TESTS)
+        (repo / tests).write_text(test_text)
         _git(repo, "add", "-N", tests)
         test_patch = _git(repo, "diff") + "\n"
         _git(repo, "rm", "-q", "--cached", tests)
@@ -316,6 +330,24 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         },
         {"pip_packages": [PYTEST_PIN, "six"], "install": "python -m pip install -e ."},
     )
+    # pytester's in-process runs under a pytest that does not import unittest itself (before 7.2; pytest's
+    # own tree at pytest-10081's base): each run imports a fresh unittest under python -m pytest, so what
+    # the first run's collection put on TestCase (a file's `from unittest import TestCase`) is not there
+    # in the second; the judge imports unittest before pytest runs, to guard it
+    pytester = _row(
+        store,
+        "pytester",
+        {
+            "setup.py": "from setuptools import setup\n\n"
+            "setup(name='oldpkg', version='1.0', packages=['oldpkg'])\n",
+            "conftest.py": 'pytest_plugins = ["pytester"]\n',
+            "oldpkg/__init__.py": "",
+            "oldpkg/area.py": AREA,
+        },
+        {"pip_packages": ["pytest==7.1.3"], "install": "python -m pip install -e ."},
+        test_text=PYTESTER_TESTS,
+    )
+    pytester["PASS_TO_PASS"] = ["tests/test_area.py::test_an_inner_run_collects_testcase"]
     # a row of mid-2023 whose recipe pins a pytest of today: the pin and what it needs (pluggy>=1.5, 2024)
     # win, the date bounds the rest
     dated = layout_row(store, "src", pytest_pin=PYTEST_PIN)
@@ -332,6 +364,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         undeclared,
         namespace,
         isolated,
+        pytester,
     ]
     rows.append(dated)
     for row in rows[:-1]:
@@ -457,6 +490,14 @@ def test_a_package_imported_before_pytest_reads_its_conftest_is_one_module_to_py
     manifest = built["manifests"]["acme/conftests"]
     assert _pin(manifest, "pytest") == "pytest==7.4.0"
     _play_oracle_and_wrong(built, "acme__conftests-1")
+
+
+def test_pytesters_inner_runs_each_see_a_fresh_unittest_as_under_python_m_pytest(built):
+    """pytest-10081's bare tree passed its listed test here and failed under ``python -m pytest``: pytester
+    ran an earlier test's inner session, whose ``from unittest import TestCase`` put a skip fixture on
+    TestCase, and in the judge's process that TestCase was still the next inner session's."""
+    assert _pin(built["manifests"]["acme/pytester"], "pytest") == "pytest==7.1.3"
+    _play_oracle_and_wrong(built, "acme__pytester-1")
 
 
 def test_a_setup_py_that_imports_what_it_does_not_declare_installs_from_the_environment(built):

@@ -1109,6 +1109,42 @@ def _tg_pytest(cfg, key):
             guarded.append(getattr(pluggy, name, None) or getattr(sys.modules["pluggy._hooks"], name))
     send, wrap = _tg_sealed(cfg, key, guarded)
     del key
+    # unittest is imported here, to guard it, where `python -m pytest` may not have imported it (pytest
+    # before 7.2 does not, nor does pytest's own tree before then): pytester's in-process runs then drop
+    # it with the modules they imported, and each run imports a fresh one. Here it stays, and what one
+    # run's collection put on its classes reaches the next (a test file's `from unittest import TestCase`
+    # collects TestCase itself, and its setUpClass fixture then skipped pytest-10081's skipped class
+    # before the code under test ran: its bare tree passed). So where nothing but this import holds
+    # unittest when the first test starts (no module but unittest's own names its modules, classes or
+    # functions: compared by identity, no object's code runs), each test's additions to unittest's
+    # classes are undone after it, as a fresh import would have them; where pytest or a test file holds
+    # it, they stay, as they do under `python -m pytest`
+    import types
+    ut_modules = [m for n, m in list(sys.modules.items()) if n == "unittest" or n.startswith("unittest.")]
+    ut_classes = [v for m in (unittest.case, unittest.result) for v in vars(m).values()
+                  if isinstance(v, type) and v.__module__ == m.__name__]
+    ut_state = {}
+    def unittest_only_ours():
+        if "only_ours" not in ut_state:
+            own = {id(m) for m in ut_modules}
+            for m in ut_modules:
+                own.update(id(v) for v in vars(m).values()
+                           if isinstance(v, (type, types.FunctionType))
+                           and str(getattr(v, "__module__", "")).startswith("unittest"))
+            module_dict = types.ModuleType.__dict__["__dict__"].__get__
+            held = False
+            for name, module in list(sys.modules.items()):
+                if name == "__main__" or name == "unittest" or name.startswith("unittest.") \
+                        or types.ModuleType not in type(module).__mro__:
+                    continue
+                try:
+                    if any(id(v) in own for v in list(module_dict(module).values())):
+                        held = True
+                        break
+                except Exception:
+                    continue
+            ut_state["only_ours"] = not held
+        return ut_state["only_ours"]
     wanted = None if cfg["ids"] is None else frozenset(cfg["ids"])
     rule = cfg.get("id_rule", "exact")
     def listed(nodeid):  # the forms a dataset may list this test under (toolgym.rewards.swe.listed_forms)
@@ -1154,9 +1190,16 @@ def _tg_pytest(cfg, key):
                     if event == "call":
                         seen.add(frame.f_code)
                 sys.setprofile(profile)
+            before = [(c, frozenset(vars(c))) for c in ut_classes] if unittest_only_ours() else ()
             faulthandler.dump_traceback_later(limit, exit=True)
             yield
             faulthandler.cancel_dump_traceback_later()
+            for c, names in before:
+                for name in [n for n in vars(c) if n not in names]:
+                    try:
+                        delattr(c, name)
+                    except (AttributeError, TypeError):
+                        pass
             if trace:
                 sys.setprofile(None)
                 found = set()
