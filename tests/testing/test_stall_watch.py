@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from toolgym.testing.stall_watch import RunStalled, line_shape, run_watched
+from toolgym.testing.stall_watch import Progress, RunStalled, line_shape, run_watched
+from toolgym.trainers.verl_adapter.progress import step_metrics
 
 
 def _python(code: str) -> list[str]:
@@ -82,3 +83,20 @@ def test_trace_events_are_progress_and_a_force_failed_event_ends_the_run_with_it
 def test_past_its_time_limit_a_run_is_ended_and_has_no_status():
     code, log, _ = run_watched(_python("import time\nprint('up', flush=True)\ntime.sleep(600)"), timeout_s=2)
     assert code is None and log == "up\n"
+
+
+def test_the_watchs_summary_of_a_silence_after_a_step_line_leaves_that_steps_metrics_as_logged():
+    """The summary quotes the line before the longest silence, cut at 200 characters: where that was verl's
+    ``step:1 - ...`` line (its next step took longest), ``step_metrics`` read the quote as step 1's last line,
+    and the verl tests lost every metric past the cut (CI, 12-08: ``KeyError: 'num_turns/max'``)."""
+    metrics = " - ".join(f"metric/number_{i}:{i}.5" for i in range(40))
+    log = f"(TaskRunner pid=1) step:1 - {metrics}\n(TaskRunner pid=1) step:2 - {metrics}\n"
+    progress = Progress()
+    for line in log.splitlines():
+        progress.saw_line(line)
+    progress.last -= 100  # a long silence after step 2's line, then one more line
+    progress.saw_line("done")
+    assert progress.longest_after.startswith("(TaskRunner pid=1) step:2 - metric/number_0")
+    annotated = log + f"\n[stall watch] {progress.summary()} (bound 150 s)\n"  # as run_in_session ends it
+    assert step_metrics(annotated)[2]["metric/number_39"] == 39.5
+    assert step_metrics(annotated) == step_metrics(log)

@@ -76,8 +76,13 @@ class Progress:
             self.moved()
 
     def summary(self) -> str:
-        """The longest silence and what came before it: a line for the log, to size ``stall_s`` by."""
-        return f"longest silence {self.longest_silence:.0f} s, after: {self.longest_after}"
+        """The longest silence and what came before it: a line for the log, to size ``stall_s`` by. The line
+        before it is quoted with its `` - `` separators as `` | ``: a quoted ``step:N - ...`` line, cut at 200
+        characters, would otherwise read as that step's metrics to ``step_metrics``, which keeps a step's last
+        line (the tests read every metric of the run's steps from its log; a run whose longest silence came
+        after step 1's line lost them)."""
+        quoted = self.longest_after.replace(" - ", " | ")
+        return f"longest silence {self.longest_silence:.0f} s, after: {quoted}"
 
     def trace_events(self) -> list[dict]:
         if self.trace is None or not self.trace.is_dir():
