@@ -26,6 +26,12 @@ export OMP_WAIT_POLICY
 TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
 export TORCH_INDEX_URL
 VENV   := .venv
+# torch's compiler (vLLM's CPU engine compiles its kernels) keeps its cache with the venv it compiled with, not
+# in /tmp/torchinductor_$USER, which every checkout on the machine shares: its precompiled headers and kernels
+# name the torch headers of the venv that made them, and once that venv was gone (a CI clone removed) the next
+# checkout's vLLM servers failed to compile ('at::vec' has not been declared) and its verl runs with them
+TORCHINDUCTOR_CACHE_DIR ?= $(CURDIR)/$(VENV)/torchinductor-cache
+export TORCHINDUCTOR_CACHE_DIR
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.toolgym-installed
 INSTALL_INPUTS := pyproject.toml requirements.lock scripts/install.py Makefile examples/plugin-package/pyproject.toml
